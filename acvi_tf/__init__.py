@@ -1,0 +1,14 @@
+"""acvi_tf: Amortized Context Vector Inference for seq2seq networks, with baselines.
+
+The package is one attentional seq2seq machine with one part swapped per
+experiment (see ``../shared/ARCHITECTURE.md``): an encoder, an attentional LSTM
+decoder with a single ``step()``, a context-inference variant chosen by name
+from :mod:`acvi_tf.attention`, an output head, and one trainer.
+"""
+
+import os as _os
+
+# tfp 0.25 imports tf_keras; Keras 3 stays the layer API of this package.
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+__version__ = "0.1.0"

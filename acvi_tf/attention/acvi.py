@@ -1,0 +1,193 @@
+"""Amortized Context Vector Inference (ACVI), Eqs. (17)-(25).
+
+The context vector c_t is a latent variable with the Gaussian-mixture posterior
+
+    p(c_t; D) = sum_i a_t^i N(c_t | h_i, diag sigma^2(h_i))            (Eq. 19)
+
+whose weights are the attention probabilities (Eq. 14), means the encoder
+states (Eq. 17) and log-variances an MLP of h_i (Eq. 18). Training maximises
+the ELBO (Eq. 22) against the prior N(0, I) (Eq. 21) with reparameterised
+samples: c_ti = h_i + sigma(h_i) * eps (Eq. 24), mixed either by the attention
+weights (Eq. 25, "weighted") or by a Gumbel-Softmax relaxed categorical sample
+(Eq. 23, "gumbel", temperature 0.5).
+"""
+
+import keras
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from acvi_tf.attention.base import ContextVariant, register_attention, weighted_sum
+from acvi_tf.utils.ops import fold_seed, masked_logits, masked_softmax
+
+tfd = tfp.distributions
+
+MIXING_MODES = ("weighted", "gumbel")
+KL_ESTIMATORS = ("mc", "bound")
+SIGMA_NETS = ("mlp", "relu")
+
+
+def gaussian_kl_to_standard(mean, log_sigma_sq):
+    """KL(N(mean, diag sigma^2) || N(0, I)), summed over the last axis (closed form)."""
+    return 0.5 * tf.reduce_sum(tf.exp(log_sigma_sq) + tf.square(mean) - 1.0 - log_sigma_sq, axis=-1)
+
+
+def context_posterior(log_probs, memory, log_sigma_sq):
+    """The mixture posterior p(c_t; D) of Eq. (19) as a tfp distribution.
+
+    ``log_probs`` are masked log attention probabilities [B, N]; padded
+    positions carry a large negative logit, hence zero weight.
+    """
+    return tfd.MixtureSameFamily(
+        mixture_distribution=tfd.Categorical(logits=log_probs),
+        components_distribution=tfd.Independent(
+            tfd.Normal(loc=memory, scale=tf.exp(0.5 * log_sigma_sq)), reinterpreted_batch_ndims=1))
+
+
+def sample_components(memory, log_sigma_sq, seed):
+    """Eq. (24): c_ti = h_i + sigma(h_i) * eps_ti, one sample per component [B, N, D]."""
+    eps = tf.random.stateless_normal(tf.shape(memory), seed=seed, dtype=memory.dtype)
+    return memory + tf.exp(0.5 * log_sigma_sq) * eps
+
+
+def ancestral_sample(log_probs, components, seed):
+    """An exact sample of the mixture: component k ~ Cat(a_t) (Gumbel-max), then c_tk.
+
+    ``components`` are the Eq. (24) samples, so the sample is reparameterised in
+    the Gaussian part; the discrete choice carries no gradient.
+    """
+    gumbel = -tf.math.log(-tf.math.log(
+        tf.random.stateless_uniform(tf.shape(log_probs), seed=seed, minval=1e-20, maxval=1.0)))
+    k = tf.argmax(log_probs + gumbel, axis=-1, output_type=tf.int32)
+    return tf.gather(components, k, batch_dims=1)
+
+
+def relaxed_weights(logits, temperature, seed):
+    """Eq. (23)'s z_t ~ RelaxedOneHotCategorical(temperature, a_t) (Gumbel-Softmax), [B, N]."""
+    return tfd.RelaxedOneHotCategorical(temperature, logits=logits).sample(seed=seed)
+
+
+def kl_mixture_mc(posterior, samples):
+    """Monte-Carlo estimate of KL[p(c_t; D) || N(0, I)] (the KL term of Eq. 22).
+
+    The KL between a Gaussian mixture and a Gaussian has no closed form:
+    average log p(c) - log N(c; 0, I) over samples c ~ p(c_t; D) [K, B, D], with
+    log p(c) the mixture density of tfp's ``MixtureSameFamily``. The value is
+    unbiased. Its gradient flows through the Gaussian samples and through the
+    mixture weights inside log p(c), but not through the discrete component
+    choice (that score-function term is omitted: tfp's implicit
+    reparameterisation of the mixture costs a D x D Jacobian per step and does
+    not compile under XLA).
+    """
+    prior = tfd.Independent(tfd.Normal(tf.zeros_like(samples), 1.0), reinterpreted_batch_ndims=1)
+    return tf.reduce_mean(posterior.log_prob(samples) - prior.log_prob(samples), axis=0)
+
+
+def kl_mixture_bound(probs, component_kl):
+    """The closed-form upper bound sum_i a_t^i KL(N(h_i, sigma_i^2) || N(0, I)).
+
+    By joint convexity of the KL divergence it is never below the true KL.
+    """
+    return tf.reduce_sum(probs * component_kl, axis=-1)
+
+
+@register_attention("acvi")
+class ACVI(ContextVariant):
+    """ACVI context variant (Eqs. 17-25).
+
+    Args:
+      memory_dim: dim(h_i).
+      sigma_net: ``"mlp"``: log sigma^2 = MLP(h) with one hidden ReLU layer of size
+        dim(h) (Eq. 18, journal version); ``"relu"``: log sigma^2 = ReLU(W h + b)
+        (ICLR version).
+      mixing: ``"weighted"`` (Eq. 25) or ``"gumbel"`` (Eq. 23). The trainer's
+        schedule may override it with ``set_mode(acvi_mixing=...)``.
+      temperature: Gumbel-Softmax temperature (0.5 in the paper).
+      kl_estimator: which KL enters the loss: ``"mc"`` (Monte Carlo with the
+        mixture density) or ``"bound"`` (closed-form upper bound). Both are logged.
+      kl_samples: Monte-Carlo samples for the KL estimate.
+      sample_at_decode: at decode time draw c_t instead of using the posterior
+        mean sum_i a_t^i h_i.
+      kl_weight: the weight of sum_t KL in the loss (1 gives the ELBO).
+    """
+
+    aux_loss_names = ("kl", "kl_mc", "kl_bound")
+
+    def __init__(self, memory_dim, sigma_net="mlp", mixing="weighted", temperature=0.5,
+                 kl_estimator="mc", kl_samples=1, sample_at_decode=False, kl_weight=1.0,
+                 **kwargs):
+        super().__init__(memory_dim, **kwargs)
+        _check("sigma_net", sigma_net, SIGMA_NETS)
+        _check("mixing", mixing, MIXING_MODES)
+        _check("kl_estimator", kl_estimator, KL_ESTIMATORS)
+        self.sigma_net = sigma_net
+        self.mixing = mixing
+        self.default_mixing = mixing
+        self.temperature = float(temperature)
+        self.kl_estimator = kl_estimator
+        self.kl_samples = int(kl_samples)
+        self.sample_at_decode = bool(sample_at_decode)
+        self.kl_weight = float(kl_weight)
+        if sigma_net == "mlp":
+            self.log_sigma_sq_net = keras.Sequential([
+                keras.layers.Dense(memory_dim, activation="relu", name="hidden"),
+                keras.layers.Dense(memory_dim, name="log_sigma_sq")], name="sigma_mlp")
+        else:
+            self.log_sigma_sq_net = keras.layers.Dense(memory_dim, activation="relu",
+                                                       name="log_sigma_sq")
+
+    def loss_weights(self):
+        return {"kl": self.kl_weight}
+
+    def set_mode(self, acvi_mixing=None, **unused):
+        self.mixing = acvi_mixing or self.default_mixing
+        _check("acvi_mixing", self.mixing, MIXING_MODES)
+
+    def prepare(self, memory, mask, training=False):
+        """log sigma^2(h_i) (Eq. 18) and each component's KL to the prior, once per source."""
+        log_sigma_sq = self.log_sigma_sq_net(memory)
+        return {"log_sigma_sq": log_sigma_sq,
+                "component_kl": gaussian_kl_to_standard(memory, log_sigma_sq)}
+
+    def step(self, scores, memory_state, state, training=False):
+        memory, mask = memory_state["memory"], memory_state["mask"]
+        log_sigma_sq = memory_state["variant"]["log_sigma_sq"]
+        logits = masked_logits(scores, mask)
+        probs = masked_softmax(scores, mask)
+        seed = fold_seed(memory_state["seed"], state["time"], 7919)
+
+        log_probs = tf.nn.log_softmax(logits)
+        kl_bound = kl_mixture_bound(probs, memory_state["variant"]["component_kl"])
+        posterior = context_posterior(log_probs, memory, log_sigma_sq)
+        components = sample_components(memory, log_sigma_sq, fold_seed(seed, 2))
+        kl_samples = [components] + [
+            sample_components(memory, log_sigma_sq, fold_seed(seed, 2, j))
+            for j in range(1, self.kl_samples)]
+        kl_mc = kl_mixture_mc(posterior, tf.stack([
+            ancestral_sample(log_probs, c, fold_seed(seed, 4, j))
+            for j, c in enumerate(kl_samples)]))
+
+        if training or self.sample_at_decode:
+            if self.mixing == "gumbel":
+                # Eq. (23): relaxed one-hot z_t ~ RelaxedOneHotCategorical(T, a_t).
+                z = relaxed_weights(logits, self.temperature, fold_seed(seed, 3))
+                context = weighted_sum(z, components)
+            else:
+                context = weighted_sum(probs, components)  # Eq. (25)
+        else:
+            # The posterior mean of Eq. (19).
+            context = weighted_sum(probs, memory)
+
+        kl = kl_mc if self.kl_estimator == "mc" else kl_bound
+        aux = {"kl": kl, "kl_mc": kl_mc, "kl_bound": kl_bound}
+        return context, probs, aux, state.get("variant", {})
+
+    def get_config(self):
+        return {**super().get_config(), "sigma_net": self.sigma_net,
+                "mixing": self.default_mixing, "temperature": self.temperature,
+                "kl_estimator": self.kl_estimator, "kl_samples": self.kl_samples,
+                "sample_at_decode": self.sample_at_decode, "kl_weight": self.kl_weight}
+
+
+def _check(flag, value, choices):
+    if value not in choices:
+        raise ValueError(f"acvi {flag}={value!r}: choose one of {', '.join(choices)}")

@@ -1,0 +1,63 @@
+"""The context-variant contract every attention variant implements.
+
+A context variant turns attention scores e_t into a context vector c_t:
+
+* ``prepare(memory, mask, training)`` runs once per source sequence and returns
+  a dict of per-source tensors (ACVI computes log sigma^2(h_i) here);
+* ``step(scores, memory_state, state, training)`` runs once per decoder step and
+  returns ``(context, attention_probs, aux_losses, new_state)``.
+
+``memory_state`` holds ``memory`` [B, N, D], ``mask`` [B, N] (bool), ``seed``
+([2] int32, stateless), and whatever ``prepare`` returned under ``"variant"``.
+``state`` holds ``time`` (a scalar int32 decoder step) and the variant's own
+recurrent state from ``initial_state`` under ``"variant"``. Attention
+probabilities always come back, because the pointer and coverage need them.
+``aux_losses`` maps names (``kl``, ``reinforce``, ...) to per-example [B]
+tensors; the model weights them by name (``loss_weights``) and logs them all.
+"""
+
+import keras
+import tensorflow as tf
+
+from acvi_tf.registry import Registry
+
+ATTENTION = Registry("attention variant")
+register_attention = ATTENTION.register
+
+
+class ContextVariant(keras.layers.Layer):
+    """Base class. Subclasses override ``step`` and, if needed, ``prepare``.
+
+    ``aux_loss_names`` lists the names ``step`` returns (so a training loop can
+    allocate accumulators before tracing). ``loss_weights`` says how each enters
+    the training loss; names with no weight are logged only.
+    """
+
+    aux_loss_names = ()
+
+    def __init__(self, memory_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.memory_dim = memory_dim
+
+    def loss_weights(self):
+        return {}
+
+    def set_mode(self, **mode):
+        """Receives trainer schedule modes (e.g. ``acvi_mixing='gumbel'``) at trace time."""
+
+    def prepare(self, memory, mask, training=False):
+        return {}
+
+    def initial_state(self, batch_size):
+        return {}
+
+    def step(self, scores, memory_state, state, training=False):
+        raise NotImplementedError
+
+    def get_config(self):
+        return {**super().get_config(), "memory_dim": self.memory_dim}
+
+
+def weighted_sum(weights, memory):
+    """sum_i w_i h_i for weights [B, N] and memory [B, N, D]."""
+    return tf.einsum("bn,bnd->bd", weights, memory)

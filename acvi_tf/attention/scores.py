@@ -1,0 +1,74 @@
+"""Attention scores e_t^i: additive (Eqs. 1, 8) and multiplicative (Eq. 10).
+
+A score layer splits its work in two so that the source-side projection is
+computed once per source sequence, not once per decoder step:
+``precompute(memory) -> keys`` and ``call(keys, query, coverage) -> scores``.
+"""
+
+import keras
+import tensorflow as tf
+
+from acvi_tf.registry import Registry
+
+SCORES = Registry("attention score")
+
+
+@SCORES.register("additive")
+class AdditiveScore(keras.layers.Layer):
+    """Bahdanau's additive score, Eq. (1), with the coverage term of Eq. (8).
+
+    e_t^i = v^T tanh(W_h h_i + W_s s_t + w_k k_t^i + b_attn)
+
+    ``w_k`` starts at zero, so a model trained without coverage has exactly
+    Eq. (1) and can switch coverage on later (See et al.'s last phase).
+    """
+
+    def __init__(self, units, use_coverage=False, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.use_coverage = use_coverage
+        self.W_h = keras.layers.Dense(units, use_bias=False, name="W_h")
+        self.W_s = keras.layers.Dense(units, use_bias=True, name="W_s")  # its bias is b_attn
+        self.v = self.add_weight(name="v", shape=(units,), initializer="glorot_uniform")
+        if use_coverage:
+            self.w_k = self.add_weight(name="w_k", shape=(units,), initializer="zeros")
+
+    def precompute(self, memory):
+        """W_h h_i for every source position: [B, N, units]."""
+        return self.W_h(memory)
+
+    def call(self, keys, query, coverage=None):
+        feats = keys + self.W_s(query)[:, None, :]
+        if self.use_coverage and coverage is not None:
+            feats = feats + coverage[:, :, None] * self.w_k
+        return tf.reduce_sum(tf.tanh(feats) * self.v, axis=-1)
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units, "use_coverage": self.use_coverage}
+
+
+@SCORES.register("multiplicative")
+class MultiplicativeScore(keras.layers.Layer):
+    """Luong's general score, Eq. (10): e_t^i = h_i^T W s_t.
+
+    Precomputing W^T h_i (keys) makes each decoder step one batched dot product.
+    ``units`` is the query (decoder state) size.
+    """
+
+    def __init__(self, units, use_coverage=False, **kwargs):
+        super().__init__(**kwargs)
+        if use_coverage:
+            raise ValueError("coverage (Eq. 8) is defined for the additive score only; "
+                             "use --score=additive with coverage")
+        self.units = units
+        self.use_coverage = False
+        self.W = keras.layers.Dense(units, use_bias=False, name="W")
+
+    def precompute(self, memory):
+        return self.W(memory)
+
+    def call(self, keys, query, coverage=None):
+        return tf.einsum("bnd,bd->bn", keys, query)
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units}

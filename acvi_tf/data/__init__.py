@@ -1,0 +1,1 @@
+"""Datasets: the source registry (official files + local mirror) and one module per task."""

@@ -1,0 +1,977 @@
+"""Machine-translation data (the paper's Table 4, Appendix C): sources, readers,
+vocabularies, BPE, evaluation post-processing and the tf.data training pipeline.
+
+Datasets (registered with :mod:`acvi_tf.data.sources` at import time):
+
+``iwslt15_en_vi``
+    IWSLT'15 English-Vietnamese, Stanford NLP release (Moses-tokenized, ``&apos;``
+    escaped): train 133,317 pairs, dev ``tst2012`` (1,553), test ``tst2013``
+    (1,268). Word level with the release's ``vocab.{en,vi}`` (out-of-vocabulary
+    words -> ``<unk>``); scored with tokenized BLEU, as tensorflow/nmt.
+``wmt16_en_ro``
+    WMT'16 English-Romanian: train = Europarl v7 (399,375) + SETimes2 (213,047),
+    dev ``newsdev2016`` (1,999), test ``newstest2016`` (1,999), raw text. The
+    Romanian cedilla letters ş ţ Ş Ţ are mapped to the correct comma-below
+    letters ș ț Ș Ț (both spellings occur in the data; the test references use
+    comma-below), and a shared BPE vocabulary is trained with sentencepiece on the
+    training text of both sides and applied in the input pipeline with
+    tensorflow-text's ``SentencepieceTokenizer``. Scored with detokenized
+    sacreBLEU (13a).
+``multi30k``
+    Multi30k (WMT'16 multimodal task 1) English-German, the CPU-scale benchmark:
+    train 29,000, val 1,014, test_2016_flickr 1,000. Word level on the official
+    lowercased, Moses-tokenized ``tok/`` files with a vocabulary built from the
+    training set (frequency cut-off); ``raw/`` (cased, untokenized) optionally.
+    Scored with tokenized BLEU.
+
+Splits are ``train``, ``dev``, ``test`` (or a file stem such as ``tst2012``).
+
+Pipeline. :func:`make_dataset` turns id sequences into batches of
+``{"src", "src_len", "tgt_in", "tgt_out", "tgt_len"}`` (int32, padded with 0):
+length filtering (50 tokens by default, as tensorflow/nmt), bucketing by length
+(as tensorflow/nmt's ``group_by_window``) or plain batching, and a full shuffle
+seeded by ``(seed, epoch)``. The order of batches of an epoch is computed up
+front with numpy, so a position ``(epoch, batch)`` -- two plain integers --
+determines everything that follows: :class:`BatchIterator` saves and restores
+it, and a resumed run sees exactly the batches an uninterrupted run would have.
+"""
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import re
+import unicodedata
+
+import numpy as np
+import tensorflow as tf
+
+from acvi_tf.data import sources
+from acvi_tf.data.sources import DataError, DataFile, DataSource
+from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID, Vocab, split_tokens
+from acvi_tf.metrics import bleu as bleu_lib
+
+IWSLT15 = "iwslt15_en_vi"
+WMT16 = "wmt16_en_ro"
+MULTI30K = "multi30k"
+DATASETS = (IWSLT15, WMT16, MULTI30K)
+SPLITS = ("train", "dev", "test")
+
+# ---------------------------------------------------------------------------
+# Registry
+# ---------------------------------------------------------------------------
+
+_IWSLT_URL = "https://nlp.stanford.edu/projects/nmt/data/iwslt15.en-vi/"
+_IWSLT_LINES = {"train": 133_317, "tst2012": 1_553, "tst2013": 1_268}
+_IWSLT_VOCAB_LINES = {"en": 17_191, "vi": 7_709}  # incl. <unk> <s> </s>
+
+sources.register(DataSource(
+    name=IWSLT15,
+    description="IWSLT'15 English-Vietnamese (TED talks), Stanford NLP release: "
+                "Moses-tokenized, &apos;-escaped; tst2012 = dev, tst2013 = test",
+    files=tuple(DataFile(f"{stem}.{lang}", url=f"{_IWSLT_URL}{stem}.{lang}", lines=n)
+                for stem, n in _IWSLT_LINES.items() for lang in ("en", "vi"))
+    + tuple(DataFile(f"vocab.{lang}", url=f"{_IWSLT_URL}vocab.{lang}", lines=n)
+            for lang, n in _IWSLT_VOCAB_LINES.items()),
+    homepage="https://nlp.stanford.edu/projects/nmt/",
+    how_to_get=f"Download train/tst2012/tst2013/vocab .en/.vi from {_IWSLT_URL} "
+               f"(sources.download('{IWSLT15}') does it).",
+))
+
+_EUROPARL = "europarl-v7.ro-en"
+_SETIMES = "SETIMES.en-ro"  # the file names inside OPUS's SETIMES2 en-ro.txt.zip
+_WMT_LINES = {_EUROPARL: 399_375, _SETIMES: 213_047, "newsdev2016": 1_999, "newstest2016": 1_999}
+
+sources.register(DataSource(
+    name=WMT16,
+    description="WMT'16 English-Romanian news task: Europarl v7 + SETimes2 (train), "
+                "newsdev2016 (dev), newstest2016 (test); raw untokenized text",
+    # The official files are members of archives (no per-file URL), hence url=None.
+    files=tuple(DataFile(f"{stem}.{lang}", lines=n)
+                for stem, n in _WMT_LINES.items() for lang in ("en", "ro")),
+    homepage="http://www.statmt.org/wmt16/translation-task.html",
+    how_to_get=("Get the WMT'16 En-Ro files and put them in <data_dir>/wmt16_en_ro/: "
+                "Europarl v7 from http://www.statmt.org/europarl/v7/ro-en.tgz "
+                "(europarl-v7.ro-en.{en,ro}); SETimes2 from "
+                "http://opus.nlpl.eu/download.php?f=SETIMES/v2/moses/en-ro.txt.zip "
+                "(SETIMES.en-ro.{en,ro}); newsdev2016 / newstest2016 as plain text, e.g. "
+                "`sacrebleu -t wmt16/dev -l en-ro --echo src` (and `--echo ref`), or from "
+                "http://data.statmt.org/wmt16/translation-task/dev-romanian-updated.tgz and "
+                "test.tgz (SGML), or rsennrich/wmt16-scripts."),
+))
+
+_M30K_STEMS = {"train": 29_000, "val": 1_014, "test_2016_flickr": 1_000}
+_M30K_TOK_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/tok/"
+
+
+def _m30k_path(stem, lang, variant):
+    if variant == "tok":
+        return f"tok/{stem}.lc.norm.tok.{lang}"
+    if variant == "raw":
+        return f"raw/{stem}.{lang}"
+    raise ValueError(f"unknown Multi30k variant {variant!r}; use 'tok' or 'raw'")
+
+
+sources.register(DataSource(
+    name=MULTI30K,
+    description="Multi30k (WMT'16 multimodal task 1) English-German: tok/ = official "
+                "lowercased, normalized, Moses-tokenized text; raw/ = cased, untokenized",
+    files=tuple(DataFile(_m30k_path(stem, lang, "tok"),
+                         url=_M30K_TOK_URL + os.path.basename(_m30k_path(stem, lang, "tok")),
+                         lines=n)
+                for stem, n in _M30K_STEMS.items() for lang in ("en", "de"))
+    # The official raw files are gzipped (data/task1/raw/<file>.gz); a plain
+    # download would store the .gz bytes under the plain name, hence url=None.
+    + tuple(DataFile(_m30k_path(stem, lang, "raw"), lines=n)
+            for stem, n in _M30K_STEMS.items() for lang in ("en", "de")),
+    homepage="https://github.com/multi30k/dataset",
+    how_to_get=("The tok/ files download with sources.download('multi30k', paths=[...]); "
+                "for raw/, fetch https://github.com/multi30k/dataset/raw/master/data/task1/raw/"
+                "<file>.gz and gunzip it into <data_dir>/multi30k/raw/."),
+))
+
+_LANGS = {IWSLT15: ("en", "vi"), WMT16: ("en", "ro"), MULTI30K: ("en", "de")}
+# split -> [(file stem, required)]; SETimes2 is optional so that the Europarl-only
+# mirror still trains (the report then says the training set is incomplete).
+_SPLIT_STEMS = {
+    IWSLT15: {"train": [("train", True)], "dev": [("tst2012", True)], "test": [("tst2013", True)]},
+    WMT16: {"train": [(_EUROPARL, True), (_SETIMES, False)], "dev": [("newsdev2016", True)],
+            "test": [("newstest2016", True)]},
+    MULTI30K: {"train": [("train", True)], "dev": [("val", True)],
+               "test": [("test_2016_flickr", True)]},
+}
+
+
+def _check_dataset(dataset):
+    if dataset not in _LANGS:
+        raise ValueError(f"unknown translation dataset {dataset!r}; choose one of {DATASETS}")
+
+
+def _check_lang(dataset, lang):
+    if lang not in _LANGS[dataset]:
+        raise ValueError(f"{dataset} has languages {_LANGS[dataset]}, not {lang!r}")
+
+
+def _stems(dataset, split):
+    table = _SPLIT_STEMS[dataset]
+    if split in table:
+        return table[split]
+    for entries in table.values():
+        for stem, required in entries:
+            if stem == split:
+                return [(stem, required)]
+    raise ValueError(f"{dataset} has splits {SPLITS} (or file stems "
+                     f"{[s for e in table.values() for s, _ in e]}), not {split!r}")
+
+
+def _file_path(dataset, stem, lang, variant):
+    if dataset == MULTI30K:
+        return _m30k_path(stem, lang, variant)
+    if variant != "tok":
+        raise ValueError(f"{dataset} has one variant of its files; variant={variant!r} is "
+                         f"only meaningful for {MULTI30K}")
+    return f"{stem}.{lang}"
+
+
+# ---------------------------------------------------------------------------
+# Reading and normalisation
+# ---------------------------------------------------------------------------
+
+# Cedilla letters (Turkish-style, wrong for Romanian but common in older text)
+# -> the comma-below letters of the Romanian standard (Unicode 3.0).
+_RO_CEDILLA_TO_COMMA = str.maketrans({"\u015f": "\u0219", "\u0163": "\u021b",
+                                      "\u015e": "\u0218", "\u0162": "\u021a"})
+_ANY_WS = re.compile(r"\s+")
+
+
+def normalize_romanian(text):
+    """Maps ş ţ Ş Ţ (cedilla, U+015F/0163/015E/0162) to ș ț Ș Ț (comma below)."""
+    # NFC first, so that "s" + combining cedilla (U+0327) is composed and mapped too.
+    return unicodedata.normalize("NFC", text).translate(_RO_CEDILLA_TO_COMMA)
+
+
+def normalize_text(text, lang):
+    """The WMT En-Ro text normalisation: NFC, every Unicode whitespace run -> one
+    space (sentencepiece would otherwise learn U+00A0 or tabs as characters),
+    stripped; Romanian diacritics to comma-below on the Romanian side."""
+    text = _ANY_WS.sub(" ", unicodedata.normalize("NFC", text)).strip()
+    return normalize_romanian(text) if lang == "ro" else text
+
+
+def read_lines(path, max_lines=None):
+    """The lines of a UTF-8 text file, split on '\\n' only (as ``wc -l`` and the
+    registry's line counts), without the line ending. A final line without '\\n'
+    is kept. Invalid UTF-8 raises :class:`DataError` naming the file and line."""
+    lines = []
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            if max_lines is not None and number > max_lines:
+                break
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{number}: not valid UTF-8 ({e})") from None
+            lines.append(line.rstrip("\n").rstrip("\r"))
+    return lines
+
+
+@dataclasses.dataclass
+class _Side:
+    lines: list
+    paths: list      # local paths of the files read, in order
+    counts: list     # lines per file
+    report: list     # one completeness message per registered file
+    partial: bool
+
+
+def _read_side(dataset, split, lang, variant="tok", max_lines=None):
+    """Reads (and for WMT normalises) one language side of a split."""
+    _check_dataset(dataset)
+    _check_lang(dataset, lang)
+    side = _Side([], [], [], [], False)
+    for stem, required in _stems(dataset, split):
+        rel = _file_path(dataset, stem, lang, variant)
+        local = sources.locate(dataset, rel, required=required)
+        if local is None:
+            expected = sources.get(dataset).file(rel).lines
+            side.report.append(f"{dataset}/{rel}: missing ({expected:,} lines expected); "
+                               f"the {split} set is incomplete")
+            side.partial = True
+            continue
+        message, partial = sources.completeness(dataset, rel, local)
+        side.report.append(message)
+        side.partial |= partial
+        remaining = None if max_lines is None else max_lines - len(side.lines)
+        if remaining is not None and remaining <= 0:
+            break
+        lines = read_lines(local, remaining)
+        if dataset == WMT16:
+            lines = [normalize_text(line, lang) for line in lines]
+        side.lines.extend(lines)
+        side.paths.append(local)
+        # Whole-file counts, so that the two sides are compared in full even
+        # when only a head is read.
+        side.counts.append(len(lines) if remaining is None else sources.count_lines(local))
+        if remaining is not None and len(lines) == remaining:
+            side.report[-1] += f"; first {len(lines):,} read (max_lines={max_lines:,})"
+    return side
+
+
+def _read_pair(dataset, split, src_lang, tgt_lang, variant, max_lines):
+    # Validate every argument before reading anything.
+    _check_dataset(dataset)
+    _check_lang(dataset, src_lang)
+    _check_lang(dataset, tgt_lang)
+    _stems(dataset, split)
+    if src_lang == tgt_lang:
+        raise ValueError(f"source and target language are both {src_lang!r}")
+    src = _read_side(dataset, split, src_lang, variant, max_lines)
+    tgt = _read_side(dataset, split, tgt_lang, variant, max_lines)
+    if src.paths != [] and len(src.paths) != len(tgt.paths):
+        raise DataError(f"{dataset} {split}: files {src.paths} ({src_lang}) and {tgt.paths} "
+                        f"({tgt_lang}) do not pair up")
+    for sp, sn, tp, tn in zip(src.paths, src.counts, tgt.paths, tgt.counts):
+        if sn != tn:
+            raise DataError(f"parallel corpus {dataset} {split}: {sp} has {sn:,} lines but "
+                            f"{tp} has {tn:,}; both sides need one line per sentence pair")
+    report = "\n".join(src.report + tgt.report)
+    return src, tgt, report, src.partial or tgt.partial
+
+
+class ParallelCorpus:
+    """Aligned source/target token lists and a completeness report.
+
+    ``src[i]``/``tgt[i]`` are the whitespace tokens of line ``i`` (after the
+    dataset's normalisation); ``report`` has one line per file read, e.g.
+    ``iwslt15_en_vi/train.en: 1,000 of 133,317 lines (partial copy)``; ``partial``
+    is True when any file is a partial copy or missing. Unpacks as
+    ``src, tgt, report = corpus``.
+    """
+
+    def __init__(self, src, tgt, report, partial):
+        self.src, self.tgt, self.report, self.partial = src, tgt, report, partial
+
+    def __iter__(self):
+        return iter((self.src, self.tgt, self.report))
+
+    def __len__(self):
+        return len(self.src)
+
+    def __repr__(self):
+        return f"ParallelCorpus({len(self)} pairs, partial={self.partial})"
+
+
+def load_parallel(dataset, split, src_lang, tgt_lang, variant="tok", max_lines=None):
+    """Reads a split of a parallel corpus as token lists.
+
+    Args:
+      dataset: ``"iwslt15_en_vi"``, ``"wmt16_en_ro"`` or ``"multi30k"``.
+      split: ``"train"``, ``"dev"``, ``"test"`` or a file stem (``"tst2012"``).
+      src_lang, tgt_lang: e.g. ``"en", "vi"`` (either direction).
+      variant: Multi30k only: ``"tok"`` (official tokenized, default) or ``"raw"``.
+      max_lines: read at most this many lines per side (for quick runs).
+
+    Tokens are split on ASCII whitespace. IWSLT and Multi30k ``tok`` are already
+    Moses-tokenized; WMT text is raw, so its "tokens" are whitespace words of the
+    normalised text (the model sees sentencepiece pieces, see
+    :class:`TranslationData`). Out-of-vocabulary words are kept here and become
+    ``<unk>`` in :meth:`Vocab.encode`, so the references stay intact.
+
+    Raises :class:`DataError` if a required file is missing or the two sides of
+    a file pair have different line counts (naming both files and counts).
+    """
+    src, tgt, report, partial = _read_pair(dataset, split, src_lang, tgt_lang, variant, max_lines)
+    return ParallelCorpus([split_tokens(x) for x in src.lines],
+                          [split_tokens(y) for y in tgt.lines], report, partial)
+
+
+def load_text(dataset, split, src_lang, tgt_lang, variant="tok", max_lines=None):
+    """As :func:`load_parallel`, but lines as strings (normalised for WMT)."""
+    src, tgt, report, partial = _read_pair(dataset, split, src_lang, tgt_lang, variant, max_lines)
+    return ParallelCorpus(src.lines, tgt.lines, report, partial)
+
+
+def references(dataset, split, lang, variant="tok"):
+    """Reference strings for BLEU: word-level datasets -> tokens joined by one
+    space (tokenized BLEU); WMT -> the normalised raw text (sacreBLEU 13a)."""
+    side = _read_side(dataset, split, lang, variant)
+    if dataset == WMT16:
+        return side.lines
+    return [" ".join(split_tokens(line)) for line in side.lines]
+
+
+# ---------------------------------------------------------------------------
+# Vocabularies and sentencepiece BPE
+# ---------------------------------------------------------------------------
+
+def load_vocab(dataset, lang, min_count=2, max_size=None, variant="tok"):
+    """The word vocabulary of one language of a word-level dataset.
+
+    IWSLT'15: the release's ``vocab.<lang>`` (``min_count`` does not apply; the
+    file has no counts). Multi30k: built from the training split with
+    ``min_count`` (tokens seen fewer times become ``<unk>``). ``max_size`` counts
+    the 4 special tokens. WMT En-Ro uses a shared BPE model instead
+    (:func:`train_bpe`).
+    """
+    _check_dataset(dataset)
+    _check_lang(dataset, lang)
+    if dataset == IWSLT15:
+        return Vocab.load(sources.locate(dataset, f"vocab.{lang}"), max_size=max_size)
+    if dataset == MULTI30K:
+        side = _read_side(dataset, "train", lang, variant)
+        return Vocab.build((split_tokens(line) for line in side.lines),
+                           min_count=min_count, max_size=max_size)
+    raise ValueError(f"{dataset} uses a shared sentencepiece BPE vocabulary: call "
+                     f"train_bpe() and SentencePieceCodec, or prepare()")
+
+
+SPM_MODEL = "spm.model"
+SPM_VOCAB = "spm.vocab"
+SPM_MANIFEST = "spm.json"
+
+
+def _text_digest(texts):
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def train_bpe(model_dir, vocab_size=32_000, texts=None, seed=0, model_type="bpe",
+              character_coverage=1.0, byte_fallback=True, input_sentence_size=2_000_000,
+              num_threads=2, max_lines=None):
+    """Trains (or reuses) a shared sentencepiece model in ``model_dir``.
+
+    By default on the WMT'16 En-Ro training text of both sides (normalised, see
+    :func:`normalize_text`); pass ``texts`` to train on anything else. Writes
+    ``spm.model``, ``spm.vocab`` (pieces in id order) and ``spm.json`` (the
+    settings, the digest of the training text and the data report). A model
+    already in ``model_dir`` with the same manifest is reused; a different one is
+    an error rather than silently replaced, because checkpoints depend on its ids.
+
+    The model has ``<pad>``=0, ``<unk>``=1, ``<s>``=2, ``</s>``=3 like
+    :class:`Vocab`, sentencepiece's identity normalisation (our normalisation is
+    explicit, so ``decode(encode(x)) == x`` for normalised ``x``) and byte
+    fallback (a character never seen in training becomes UTF-8 byte pieces rather
+    than ``<unk>``, so the round trip holds on dev/test text too).
+
+    Returns the path of ``spm.model``.
+    """
+    import sentencepiece as spm  # heavy; only needed here
+
+    report = ""
+    if texts is None:
+        corpus = load_text(WMT16, "train", "en", "ro", max_lines=max_lines)
+        texts = corpus.src + corpus.tgt
+        report = corpus.report
+    texts = [t for t in texts if t]
+    manifest = {
+        "vocab_size": int(vocab_size), "model_type": model_type, "seed": int(seed),
+        "character_coverage": float(character_coverage), "byte_fallback": bool(byte_fallback),
+        "input_sentence_size": int(input_sentence_size), "normalization": "identity",
+        "training_lines": len(texts), "training_text_sha256": _text_digest(texts),
+        "sentencepiece": spm.__version__,
+    }
+    model_path = os.path.join(model_dir, SPM_MODEL)
+    manifest_path = os.path.join(model_dir, SPM_MANIFEST)
+    if os.path.exists(model_path):
+        try:
+            with open(manifest_path, encoding="utf-8") as f:
+                old = json.load(f)
+        except (OSError, ValueError) as e:
+            raise DataError(f"{model_path} exists but its manifest {manifest_path} cannot be "
+                            f"read ({e}); delete {model_dir} or choose another dir") from None
+        # Informational entries (the report; the sentencepiece version, which
+        # does not change a trained model) are not compared.
+        info = ("data_report", "sentencepiece")
+        old_settings = {k: v for k, v in old.items() if k not in info}
+        new_settings = {k: v for k, v in manifest.items() if k not in info}
+        if old_settings != new_settings:
+            diff = sorted(k for k in set(old_settings) | set(new_settings)
+                          if old_settings.get(k) != new_settings.get(k))
+            raise DataError(f"{model_path} was trained with different settings or text "
+                            f"(differs in: {', '.join(diff)}); delete {model_dir} or choose "
+                            f"another model dir")
+        return model_path
+    if not texts:
+        raise DataError("no training text for sentencepiece")
+    os.makedirs(model_dir, exist_ok=True)
+    spm.set_random_generator_seed(seed)  # input sampling is random otherwise
+    proto = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=proto, model_type=model_type,
+        vocab_size=vocab_size, character_coverage=character_coverage,
+        byte_fallback=byte_fallback, normalization_rule_name="identity",
+        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        pad_piece=SPECIALS[PAD_ID], unk_piece=SPECIALS[UNK_ID],
+        bos_piece=SPECIALS[BOS_ID], eos_piece=SPECIALS[EOS_ID],
+        input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
+        num_threads=num_threads, minloglevel=2)
+    # Write to temporary names and rename, so a crash never leaves a model
+    # without its manifest (which would block reuse with a confusing error).
+    sp = spm.SentencePieceProcessor(model_proto=proto.getvalue())
+    Vocab([sp.id_to_piece(i) for i in range(sp.get_piece_size())]).save(
+        os.path.join(model_dir, SPM_VOCAB))
+    with open(manifest_path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(dict(manifest, data_report=report), f, indent=1, ensure_ascii=False)
+    with open(model_path + ".tmp", "wb") as f:
+        f.write(proto.getvalue())
+    os.replace(manifest_path + ".tmp", manifest_path)
+    os.replace(model_path + ".tmp", model_path)
+    return model_path
+
+
+class SentencePieceCodec:
+    """A sentencepiece model applied with tensorflow-text's ``SentencepieceTokenizer``.
+
+    ``tokenize`` works on string tensors inside tf.data; ``encode``/``decode`` are
+    the batch conveniences around it. ``vocab`` is the :class:`Vocab` of pieces
+    (same ids), for sizes and id -> piece lookups.
+    """
+
+    def __init__(self, model_path):
+        import sentencepiece as spm
+        import tensorflow_text as tf_text  # registers the op kernels; heavy
+
+        self.model_path = model_path
+        with open(model_path, "rb") as f:
+            proto = f.read()
+        sp = spm.SentencePieceProcessor(model_proto=proto)
+        pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+        if tuple(pieces[:len(SPECIALS)]) != SPECIALS:
+            raise DataError(f"{model_path}: ids 0-3 are {pieces[:4]}, expected {list(SPECIALS)} "
+                            f"(train it with train_bpe)")
+        self.vocab = Vocab(pieces)
+        self._tokenizer = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
+
+    def __len__(self):
+        return len(self.vocab)
+
+    def tokenize(self, strings):
+        """String tensor [N] -> int32 RaggedTensor [N, None] of piece ids."""
+        return self._tokenizer.tokenize(strings)
+
+    def encode(self, texts, batch_size=4096):
+        """Strings -> list of int32 arrays of piece ids, tokenized in a tf.data
+        pipeline (batched calls to ``SentencepieceTokenizer``, order kept)."""
+        texts = list(texts)
+        if not texts:
+            return []
+        ds = (tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
+              .batch(batch_size)
+              .map(self.tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+              .prefetch(tf.data.AUTOTUNE))
+        out = []
+        for ragged in ds:
+            values = ragged.flat_values.numpy()
+            splits = ragged.row_splits.numpy()
+            out.extend(np.split(values, splits[1:-1]))
+        return out
+
+    def decode(self, ids_batch):
+        """Lists of ids -> strings. Each sequence is cut at the first ``</s>``;
+        ``<pad>``/``<s>`` are dropped (``<unk>`` decodes to " ⁇ ")."""
+        cleaned = [self.vocab.encode(self.vocab.decode(ids)) for ids in ids_batch]
+        if not cleaned:
+            return []
+        texts = self._tokenizer.detokenize(_ragged(cleaned)).numpy().tolist()
+        return [t.decode("utf-8") for t in texts]
+
+    def pieces(self, text):
+        """The pieces of one string (for inspection and tests)."""
+        ids = self.tokenize(tf.constant([text])).flat_values.numpy()
+        return [self.vocab.id_to_token(int(i)) for i in ids]
+
+
+# ---------------------------------------------------------------------------
+# Evaluation post-processing
+# ---------------------------------------------------------------------------
+
+_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+def _pieces_to_text(pieces):
+    """sentencepiece pieces -> text: join, '▁' -> space, byte pieces -> UTF-8."""
+    out, pending = [], bytearray()
+    for p in pieces:
+        m = _BYTE_PIECE.match(p)
+        if m:
+            pending.append(int(m.group(1), 16))
+            continue
+        if pending:
+            out.append(pending.decode("utf-8", errors="replace"))
+            pending = bytearray()
+        out.append(p)
+    if pending:
+        out.append(pending.decode("utf-8", errors="replace"))
+    return "".join(out).replace(bleu_lib.SENTENCEPIECE_SPACE, " ").strip()
+
+
+def detokenize(dataset, tokens):
+    """A model output (token list, or a space-separated string) -> the string BLEU
+    is computed on for ``dataset``.
+
+    Word-level datasets (IWSLT'15, Multi30k): the tokens joined with single spaces
+    (tokenized BLEU; special tokens should already be stripped, e.g. by
+    :meth:`Vocab.decode`). WMT'16 En-Ro: sentencepiece pieces joined back into
+    plain text (``▁`` -> space, byte pieces -> characters); subword-nmt ``@@ ``
+    marks, if present, are removed too.
+    """
+    _check_dataset(dataset)
+    if isinstance(tokens, str):
+        tokens = split_tokens(tokens)
+    tokens = [t for t in tokens if t not in (SPECIALS[PAD_ID], SPECIALS[BOS_ID], SPECIALS[EOS_ID])]
+    if dataset == WMT16:
+        if any(t.endswith("@@") for t in tokens) and not any(
+                bleu_lib.SENTENCEPIECE_SPACE in t for t in tokens):
+            return bleu_lib.remove_bpe(" ".join(tokens), "subword-nmt")
+        return _pieces_to_text(tokens)
+    return " ".join(tokens)
+
+
+def evaluate_bleu(dataset, hyps, refs):
+    """The paper's BLEU for ``dataset``: tokenized BLEU (IWSLT'15, Multi30k) or
+    detokenized sacreBLEU 13a (WMT'16). Returns a :class:`BleuResult`."""
+    _check_dataset(dataset)
+    if dataset == WMT16:
+        return bleu_lib.sacre_bleu(hyps, refs)
+    return bleu_lib.tokenized_bleu(hyps, refs)
+
+
+@dataclasses.dataclass
+class TranslationData:
+    """Everything a translation run needs for one dataset and direction.
+
+    Build it with :func:`prepare`. ``src_vocab``/``tgt_vocab`` give the model's
+    vocabulary sizes (the same object for WMT's shared BPE); ``encode(split)``
+    gives id arrays for :func:`make_dataset`; ``decode(ids)`` and
+    ``references(split)`` give the strings :meth:`bleu` compares.
+    """
+    dataset: str
+    src_lang: str
+    tgt_lang: str
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    codec: SentencePieceCodec | None = None
+    variant: str = "tok"
+    report: str = ""
+
+    def encode(self, split, max_lines=None):
+        """(src_ids, tgt_ids, corpus) of a split; ids are int32 numpy arrays
+        without ``<s>``/``</s>`` (the pipeline adds them)."""
+        if self.codec is not None:
+            corpus = load_text(self.dataset, split, self.src_lang, self.tgt_lang,
+                               self.variant, max_lines)
+            return self.codec.encode(corpus.src), self.codec.encode(corpus.tgt), corpus
+        corpus = load_parallel(self.dataset, split, self.src_lang, self.tgt_lang,
+                               self.variant, max_lines)
+        src = [np.asarray(self.src_vocab.encode(t), np.int32) for t in corpus.src]
+        tgt = [np.asarray(self.tgt_vocab.encode(t), np.int32) for t in corpus.tgt]
+        return src, tgt, corpus
+
+    def decode(self, ids):
+        """Target ids of one hypothesis -> its evaluation string."""
+        return self.decode_batch([ids])[0]
+
+    def decode_batch(self, ids_batch):
+        ids_batch = [np.asarray(ids).tolist() for ids in ids_batch]
+        if self.codec is not None:
+            return self.codec.decode(ids_batch)
+        return [detokenize(self.dataset, self.tgt_vocab.decode(ids)) for ids in ids_batch]
+
+    def references(self, split):
+        return references(self.dataset, split, self.tgt_lang, self.variant)
+
+    def bleu(self, hyps, refs):
+        return evaluate_bleu(self.dataset, hyps, refs)
+
+
+def default_bpe_dir(vocab_size):
+    """Where :func:`prepare` keeps the WMT BPE model (the git-ignored data dir)."""
+    return os.path.join(sources.data_dir(), WMT16, f"spm_bpe{vocab_size}")
+
+
+def prepare(dataset, src_lang, tgt_lang, min_count=2, max_vocab_size=None, variant="tok",
+            bpe_dir=None, bpe_vocab_size=32_000, seed=0, bpe_max_lines=None):
+    """Vocabularies (or the shared BPE model) for ``dataset`` in one direction.
+
+    IWSLT'15: the release vocab files (``max_vocab_size`` optional). Multi30k: built
+    from train with ``min_count``. WMT'16: sentencepiece BPE of ``bpe_vocab_size``
+    pieces trained on both sides of train (reused from ``bpe_dir`` if present).
+    """
+    _check_dataset(dataset)
+    _check_lang(dataset, src_lang)
+    _check_lang(dataset, tgt_lang)
+    if dataset == WMT16:
+        model = train_bpe(bpe_dir or default_bpe_dir(bpe_vocab_size), bpe_vocab_size,
+                          seed=seed, max_lines=bpe_max_lines)
+        codec = SentencePieceCodec(model)
+        return TranslationData(dataset, src_lang, tgt_lang, codec.vocab, codec.vocab, codec,
+                               variant, report=f"shared BPE model {model} ({len(codec)} pieces)")
+    src_vocab = load_vocab(dataset, src_lang, min_count, max_vocab_size, variant)
+    tgt_vocab = load_vocab(dataset, tgt_lang, min_count, max_vocab_size, variant)
+    return TranslationData(dataset, src_lang, tgt_lang, src_vocab, tgt_vocab, None, variant,
+                           report=f"vocab sizes {src_lang} {len(src_vocab):,}, "
+                                  f"{tgt_lang} {len(tgt_vocab):,} (4 special tokens included)")
+
+
+# ---------------------------------------------------------------------------
+# tf.data pipeline
+# ---------------------------------------------------------------------------
+
+def _flatten(seqs, what):
+    """Sequences of ids -> (int32 values, int64 lengths); rejects pad ids."""
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    if lengths.sum():
+        values = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs])
+    else:
+        values = np.zeros([0], np.int64)
+    bad = (values < 1) | (values > np.iinfo(np.int32).max)
+    if bad.any():
+        example = int(np.repeat(np.arange(len(seqs)), lengths)[np.flatnonzero(bad)[0]])
+        raise ValueError(f"{what} sequence {example} holds id {values[bad][0]}; ids must be in "
+                         f"[1, 2^31) because {PAD_ID} is <pad> and lengths are counted as "
+                         f"non-zero ids")
+    return values.astype(np.int32), lengths
+
+
+def _ragged(seqs):
+    """Sequences of ints -> int32 RaggedTensor [N, None], without Python-level
+    per-element conversion (tf.ragged.constant is slow on large corpora)."""
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    values = (np.concatenate([np.asarray(s, np.int64).reshape(-1) for s in seqs])
+              if lengths.sum() else np.zeros([0], np.int64))
+    return tf.RaggedTensor.from_row_lengths(tf.constant(values, tf.int32),
+                                            tf.constant(lengths, tf.int64))
+
+
+class Batches:
+    """The training batches of a parallel corpus, epoch by epoch, reproducibly.
+
+    Args:
+      src_ids, tgt_ids: aligned sequences of token ids (lists or arrays), without
+        ``<s>``/``</s>``; id 0 (``<pad>``) must not occur.
+      batch_size: sentence pairs per batch.
+      seed: the epoch-``e`` order is a permutation drawn from
+        ``np.random.default_rng((seed, e))`` -- a different shuffle every epoch,
+        the same one on every run (``(seed, e)`` rather than ``seed + e`` so that
+        seed 1 epoch 0 and seed 0 epoch 1 do not coincide).
+      shuffle: False keeps the corpus order (for dev-set loss).
+      bucketing: group examples of similar length, as tensorflow/nmt does with
+        ``group_by_window``: bucket ``min(max(src_len // w, tgt_len // w),
+        num_buckets)`` with ``w = ceil(max_src_len / num_buckets)`` (10 if no
+        maximum); a batch is emitted when its bucket holds ``batch_size``
+        examples, and the partial buckets are flushed at the end of the epoch.
+        False: plain consecutive batches of the shuffled order.
+      max_src_len, max_tgt_len: token limits (None: no limit). tensorflow/nmt's
+        default is 50.
+      overlong: ``"filter"`` drops pairs beyond a limit; ``"truncate"`` cuts them
+        (what tensorflow/nmt's ``src_max_len``/``tgt_max_len`` do).
+      min_len: pairs with a side shorter than this are dropped (1: empty lines,
+        which Europarl and IWSLT train contain, as tensorflow/nmt does).
+      drop_remainder: drop batches smaller than ``batch_size``.
+      with_index: add ``"index"`` (int64 [B], the example's position in the input
+        lists) to each batch.
+
+    Batches are dicts of int32 tensors: ``src`` [B, S], ``src_len`` [B],
+    ``tgt_in`` [B, T] = ``<s>`` + tokens, ``tgt_out`` [B, T] = tokens + ``</s>``,
+    ``tgt_len`` [B] (= tokens + 1), padded with 0.
+    """
+
+    def __init__(self, src_ids, tgt_ids, batch_size, seed=0, shuffle=True, bucketing=True,
+                 num_buckets=5, max_src_len=50, max_tgt_len=50, overlong="filter", min_len=1,
+                 drop_remainder=False, with_index=False, bos_id=BOS_ID, eos_id=EOS_ID,
+                 prefetch=True, num_parallel_calls=tf.data.AUTOTUNE):
+        if len(src_ids) != len(tgt_ids):
+            raise ValueError(f"{len(src_ids)} source sequences but {len(tgt_ids)} target sequences")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if overlong not in ("filter", "truncate"):
+            raise ValueError(f"overlong must be 'filter' or 'truncate', got {overlong!r}")
+        self.batch_size, self.seed = int(batch_size), int(seed)
+        self.shuffle, self.bucketing, self.num_buckets = shuffle, bucketing, int(num_buckets)
+        self.drop_remainder, self.with_index = drop_remainder, with_index
+        self.bos_id, self.eos_id = int(bos_id), int(eos_id)
+        self.prefetch, self.num_parallel_calls = prefetch, num_parallel_calls
+        self.num_input_examples = len(src_ids)
+
+        src_vals, src_lens = _flatten(src_ids, "source")
+        tgt_vals, tgt_lens = _flatten(tgt_ids, "target")
+        keep = (src_lens >= min_len) & (tgt_lens >= min_len)
+        if overlong == "filter":
+            if max_src_len is not None:
+                keep &= src_lens <= max_src_len
+            if max_tgt_len is not None:
+                keep &= tgt_lens <= max_tgt_len
+        self.example_ids = np.flatnonzero(keep)  # kept example -> input position
+        self.num_filtered = self.num_input_examples - len(self.example_ids)
+
+        src_vals, src_lens = self._select(src_vals, src_lens, keep, max_src_len)
+        tgt_vals, tgt_lens = self._select(tgt_vals, tgt_lens, keep, max_tgt_len)
+        self.src_lens, self.tgt_lens = src_lens, tgt_lens
+        self._src = tf.RaggedTensor.from_row_lengths(tf.constant(src_vals, tf.int32),
+                                                     tf.constant(src_lens, tf.int64))
+        self._tgt = tf.RaggedTensor.from_row_lengths(tf.constant(tgt_vals, tf.int32),
+                                                     tf.constant(tgt_lens, tf.int64))
+        self._example_ids_t = tf.constant(self.example_ids, tf.int64)
+        limit = max_src_len if max_src_len is not None else max_tgt_len
+        self.bucket_width = -(-limit // self.num_buckets) if limit else 10
+        self._bucket = np.minimum(np.maximum(src_lens // self.bucket_width,
+                                             tgt_lens // self.bucket_width), self.num_buckets)
+        # The number of batches is the same in every epoch: only the order of
+        # examples changes, never how many fall into each bucket.
+        if bucketing:
+            sizes = np.bincount(self._bucket, minlength=self.num_buckets + 1)
+        else:
+            sizes = np.asarray([self.num_examples])
+        full, partial = sizes // self.batch_size, (sizes % self.batch_size) > 0
+        self._num_batches = int(full.sum() + (0 if drop_remainder else partial.sum()))
+        self._plans = {}  # epoch -> plan, a few recent epochs
+
+    @staticmethod
+    def _select(values, lengths, keep, max_len):
+        """Keeps the rows in ``keep``, each cut to ``max_len`` ids."""
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        new_lengths = lengths if max_len is None else np.minimum(lengths, max_len)
+        new_lengths = np.where(keep, new_lengths, 0)
+        row = np.repeat(np.arange(len(lengths)), lengths)
+        offset = np.arange(values.size) - np.repeat(starts, lengths)
+        mask = offset < new_lengths[row] if values.size else np.zeros([0], bool)
+        return values[mask], new_lengths[keep]
+
+    @property
+    def num_examples(self):
+        """Examples left after length filtering."""
+        return len(self.example_ids)
+
+    def plan(self, epoch):
+        """The batches of ``epoch``: a list of arrays of (kept) example indices."""
+        epoch = int(epoch)
+        if epoch in self._plans:
+            return self._plans[epoch]
+        n = self.num_examples
+        if self.shuffle:
+            order = np.random.default_rng((self.seed, int(epoch))).permutation(n)
+        else:
+            order = np.arange(n)
+        bs = self.batch_size
+        if not self.bucketing:
+            batches = [order[i:i + bs] for i in range(0, n, bs)]
+        else:
+            bucket = self._bucket
+            position = np.empty(n, np.int64)
+            position[order] = np.arange(n)
+            full, rest = [], []
+            for b in range(self.num_buckets + 1):
+                members = order[bucket[order] == b]  # in arrival (shuffled) order
+                cut = len(members) - len(members) % bs
+                for i in range(0, cut, bs):
+                    chunk = members[i:i + bs]
+                    full.append((position[chunk[-1]], chunk))  # emitted when it fills up
+                if cut < len(members):
+                    rest.append(members[cut:])
+            full.sort(key=lambda item: item[0])
+            batches = [chunk for _, chunk in full] + rest  # flush at the end, bucket order
+        if self.drop_remainder:
+            batches = [b for b in batches if len(b) == bs]
+        assert len(batches) == self._num_batches, (len(batches), self._num_batches)
+        # The tf.data generator runs ahead of the consumer into the next epoch;
+        # keep a few plans so neither recomputes the other's.
+        if len(self._plans) >= 3:
+            del self._plans[min(self._plans)]
+        self._plans[epoch] = batches
+        return batches
+
+    def num_batches(self, epoch=0):
+        """Batches per epoch (the same for every epoch)."""
+        del epoch
+        return self._num_batches
+
+    def _gather(self, idx):
+        src = tf.gather(self._src, idx)
+        tgt = tf.gather(self._tgt, idx)
+        n = tf.shape(idx)[0]
+        bos = tf.RaggedTensor.from_tensor(tf.fill([n, 1], tf.constant(self.bos_id, tf.int32)))
+        eos = tf.RaggedTensor.from_tensor(tf.fill([n, 1], tf.constant(self.eos_id, tf.int32)))
+        batch = {
+            "src": src.to_tensor(PAD_ID),
+            "src_len": tf.cast(src.row_lengths(), tf.int32),
+            "tgt_in": tf.concat([bos, tgt], axis=1).to_tensor(PAD_ID),
+            "tgt_out": tf.concat([tgt, eos], axis=1).to_tensor(PAD_ID),
+            "tgt_len": tf.cast(tgt.row_lengths(), tf.int32) + 1,
+        }
+        if self.with_index:
+            batch["index"] = tf.gather(self._example_ids_t, idx)
+        return batch
+
+    def dataset(self, epoch=0, start_batch=0, num_epochs=1):
+        """A tf.data.Dataset of the batches from batch ``start_batch`` of ``epoch``
+        on, for ``num_epochs`` epochs (counting ``epoch``; None: forever).
+
+        The example indices of each batch come from :meth:`plan` through a Python
+        generator (cheap: one small array per batch); gathering and padding run in
+        the tf.data graph. One dataset spans epochs, so the pipeline is built (and
+        its function traced) once per run or resume, and prefetching continues
+        across epoch boundaries.
+        """
+        if not 0 <= start_batch <= self._num_batches:
+            raise ValueError(f"start_batch={start_batch} is outside the epoch's "
+                             f"{self._num_batches} batches")
+
+        def plans():
+            e, b = int(epoch), int(start_batch)
+            while num_epochs is None or e < epoch + num_epochs:
+                for indices in self.plan(e)[b:]:
+                    yield indices.astype(np.int64)
+                e, b = e + 1, 0
+
+        ds = tf.data.Dataset.from_generator(
+            plans, output_signature=tf.TensorSpec(shape=[None], dtype=tf.int64))
+        ds = ds.map(self._gather, num_parallel_calls=self.num_parallel_calls, deterministic=True)
+        if self.prefetch:
+            ds = ds.prefetch(tf.data.AUTOTUNE)
+        return ds
+
+    def iterator(self, epoch=0, batch=0, num_epochs=None):
+        return BatchIterator(self, epoch=epoch, batch=batch, num_epochs=num_epochs)
+
+
+def make_dataset(src_ids, tgt_ids, batch_size, seed=0, epoch=0, start_batch=0, num_epochs=1,
+                 **options):
+    """Training batches as a tf.data.Dataset (see :class:`Batches` for
+    ``options``). ``make_dataset(..., epoch=e, start_batch=b)`` yields exactly the
+    batches ``b, b+1, ...`` of epoch ``e`` of an uninterrupted run (then the next
+    epochs, if ``num_epochs`` > 1 or None)."""
+    return Batches(src_ids, tgt_ids, batch_size, seed=seed, **options).dataset(
+        epoch, start_batch, num_epochs)
+
+
+class BatchIterator:
+    """Endless (or ``num_epochs``-long) iteration over :class:`Batches`, resumable.
+
+    ``position`` is ``(epoch, batch)``: the next batch to be returned is batch
+    ``batch`` of epoch ``epoch``. ``state_dict()`` holds it as plain integers (plus
+    the seed and example count, checked on restore so that a position is never
+    applied to different data); ``load_state_dict(state)`` continues from there,
+    returning exactly the batches an uninterrupted iterator would have. Prefetched
+    but unreturned batches do not count.
+    """
+
+    def __init__(self, batches, epoch=0, batch=0, num_epochs=None):
+        self.batches = batches
+        self.num_epochs = num_epochs
+        self._epoch, self._batch = int(epoch), int(batch)
+        self._it = None
+        self._normalize()
+
+    @property
+    def position(self):
+        return self._epoch, self._batch
+
+    @property
+    def epoch(self):
+        return self._epoch
+
+    def state_dict(self):
+        return {"epoch": self._epoch, "batch": self._batch, "seed": self.batches.seed,
+                "num_examples": self.batches.num_examples}
+
+    def load_state_dict(self, state):
+        for key in ("seed", "num_examples"):
+            mine = self.state_dict()[key]
+            if key in state and int(state[key]) != mine:
+                raise ValueError(f"saved data position has {key}={state[key]} but this pipeline "
+                                 f"has {key}={mine}; it was saved for different data or settings")
+        self._epoch, self._batch = int(state["epoch"]), int(state["batch"])
+        self._it = None
+        self._normalize()
+
+    def _normalize(self):
+        # The end of an epoch is the start of the next one; this keeps saved
+        # positions canonical.
+        n = self.batches.num_batches()
+        if n == 0:
+            raise ValueError("the data pipeline has no batches (all examples filtered out?)")
+        if not 0 <= self._batch <= n:
+            raise ValueError(f"position (epoch {self._epoch}, batch {self._batch}) is outside "
+                             f"the epoch's {n} batches")
+        if self._batch == n:
+            self._epoch, self._batch = self._epoch + 1, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.num_epochs is not None and self._epoch >= self.num_epochs:
+            raise StopIteration
+        if self._it is None:
+            remaining = None if self.num_epochs is None else self.num_epochs - self._epoch
+            self._it = iter(self.batches.dataset(self._epoch, self._batch, remaining))
+        batch = next(self._it)
+        self._batch += 1
+        if self._batch == self.batches.num_batches():
+            self._epoch, self._batch = self._epoch + 1, 0
+        return batch
+
+
+def make_eval_dataset(src_ids, batch_size, max_src_len=None):
+    """Source batches for decoding, in corpus order, nothing filtered:
+    ``{"src": int32 [B, S], "src_len": int32 [B], "index": int64 [B]}``.
+    ``max_src_len`` truncates (None: keep everything, as tensorflow/nmt's
+    inference). Empty lines give ``src_len`` 0."""
+    values, lengths = _flatten(src_ids, "source")
+    if max_src_len is not None:
+        values, lengths = Batches._select(values, lengths, np.ones(len(lengths), bool),
+                                          max_src_len)
+    src = tf.RaggedTensor.from_row_lengths(tf.constant(values, tf.int32),
+                                           tf.constant(lengths, tf.int64))
+    ds = tf.data.Dataset.range(len(lengths)).batch(batch_size)
+
+    def gather(idx):
+        rows = tf.gather(src, idx)
+        return {"src": rows.to_tensor(PAD_ID), "src_len": tf.cast(rows.row_lengths(), tf.int32),
+                "index": idx}
+
+    return ds.map(gather).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,1 @@
+"""Evaluation metrics: BLEU (sacrebleu), and the summarization and captioning scores."""

@@ -1,0 +1,96 @@
+"""The attentional LSTM decoder and its single ``step()``.
+
+Teacher-forced training (``Seq2Seq.teacher_forced``) and every search strategy
+(:mod:`acvi_tf.decoding`) call the same ``step``; nothing else advances the
+decoder.
+"""
+
+import keras
+import tensorflow as tf
+
+from acvi_tf.utils.ops import dropout, fold_seed
+
+
+class AttentionDecoder(keras.layers.Layer):
+    """An n-layer LSTM decoder with attention, input feeding and an output head.
+
+    At step t (Section 2.1): the input is [embedding(y_{t-1}); c_{t-1}] (the
+    previous context fed with the input, as See et al. and Luong et al.), the
+    LSTM stack gives s_t, the score layer gives e_t (Eqs. 1/8/10), the context
+    variant gives (c_t, a_t), and the head gives log P_t (Eq. 4 or Eq. 6).
+    The coverage vector k_t = sum_{tau<t} a_tau (Eq. 7) is carried in the state.
+    """
+
+    def __init__(self, vocab_size, embed_dim, units, num_layers, score, variant, head,
+                 dropout=0.0, unk_id=1, use_coverage=False, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embed_dim = embed_dim
+        self.units = units
+        self.num_layers = num_layers
+        self.dropout_rate = dropout
+        self.unk_id = unk_id
+        self.use_coverage = use_coverage
+        self.embedding = keras.layers.Embedding(vocab_size, embed_dim, name="embedding")
+        self.cells = [keras.layers.LSTMCell(units, name=f"lstm_{i}") for i in range(num_layers)]
+        self.score = score
+        self.variant = variant
+        self.head = head
+
+    def prepare(self, memory, mask, seed, training=False):
+        """Per-source work done once: score keys (W_h h_i) and the variant's prepare()."""
+        return {"memory": memory, "mask": mask, "seed": seed,
+                "keys": self.score.precompute(memory),
+                "variant": self.variant.prepare(memory, mask, training=training)}
+
+    def initial_state(self, memory_state, lstm_state):
+        memory = memory_state["memory"]
+        batch = tf.shape(memory)[0]
+        return {"time": tf.constant(0, tf.int32),
+                "lstm": [tuple(s) for s in lstm_state],
+                "context": tf.zeros([batch, memory.shape[-1]], memory.dtype),
+                "coverage": tf.zeros(tf.shape(memory)[:2], memory.dtype),
+                "variant": self.variant.initial_state(batch)}
+
+    def step(self, input_ids, state, memory_state, training=False):
+        """One decoder step: ``(log_probs [B, V'], new_state, extras)``.
+
+        Ids outside the embedding vocabulary (pointer-generator copies of source
+        OOVs) are fed back as UNK. ``extras`` holds ``attention`` [B, N], the
+        variant's named ``aux`` losses ([B] each) and the head's extras.
+        """
+        t = state["time"]
+        seed = fold_seed(memory_state["seed"], t, 31)
+        ids = tf.where(input_ids < self.vocab_size, input_ids,
+                       tf.cast(self.unk_id, input_ids.dtype))
+        x = self.embedding(ids)
+        h = dropout(tf.concat([x, state["context"]], axis=-1), self.dropout_rate,
+                    fold_seed(seed, 0), training)
+        new_lstm = []
+        for i, cell in enumerate(self.cells):
+            h, (h_i, c_i) = cell(h, list(state["lstm"][i]), training=training)
+            new_lstm.append((h_i, c_i))
+            if i < self.num_layers - 1:
+                h = dropout(h, self.dropout_rate, fold_seed(seed, 1, i), training)
+        s_t = h
+        coverage = state["coverage"]
+        scores = self.score(memory_state["keys"], s_t,
+                            coverage=coverage if self.use_coverage else None)
+        context, probs, aux, variant_state = self.variant.step(
+            scores, memory_state, {"time": t, "variant": state["variant"]}, training=training)
+        aux = dict(aux)
+        if self.use_coverage:
+            # Eq. (9): the coverage loss sum_i min(a_t^i, k_t^i).
+            aux["coverage"] = tf.reduce_sum(tf.minimum(probs, coverage), axis=-1)
+        out = dropout(s_t, self.dropout_rate, fold_seed(seed, 2), training)
+        log_probs, head_extras = self.head(out, context, x, probs, memory_state)
+        new_state = {"time": t + 1, "lstm": new_lstm, "context": context,
+                     "coverage": coverage + probs, "variant": variant_state}
+        extras = {"attention": probs, "aux": aux, **head_extras}
+        return log_probs, new_state, extras
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size,
+                "embed_dim": self.embed_dim, "units": self.units,
+                "num_layers": self.num_layers, "dropout": self.dropout_rate,
+                "unk_id": self.unk_id, "use_coverage": self.use_coverage}

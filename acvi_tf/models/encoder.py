@@ -1,0 +1,88 @@
+"""The BiLSTM encoder: h_i = [forward h_i; backward h_i] (Section 2.1)."""
+
+import keras
+import tensorflow as tf
+
+from acvi_tf.utils.ops import dropout, fold_seed
+
+
+class Encoder(keras.layers.Layer):
+    """Trainable embeddings (or raw features) -> n-layer BiLSTM with padding masks.
+
+    Args:
+      vocab_size: source vocabulary; ``None`` feeds float features [B, N, F]
+        straight to the BiLSTM (video frames).
+      embed_dim: embedding size (ignored for features).
+      units: LSTM units per direction; h_i has 2 * units.
+      num_layers: stacked BiLSTM layers.
+      dropout: dropout rate on the inputs and between layers.
+
+    ``call(inputs, mask, training, seed)`` returns ``(memory [B, N, 2u],
+    final_states)`` where ``final_states`` is a list with one ``(h, c)`` pair of
+    [B, 2u] tensors per layer (forward and backward finals concatenated).
+    """
+
+    def __init__(self, vocab_size, embed_dim, units, num_layers=1, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embed_dim = embed_dim
+        self.units = units
+        self.num_layers = num_layers
+        self.dropout_rate = dropout
+        self.embedding = (keras.layers.Embedding(vocab_size, embed_dim, name="embedding")
+                          if vocab_size else None)
+        self.layers_ = [
+            keras.layers.Bidirectional(
+                keras.layers.LSTM(units, return_sequences=True, return_state=True),
+                name=f"bilstm_{i}")
+            for i in range(num_layers)]
+
+    @property
+    def output_dim(self):
+        return 2 * self.units
+
+    def call(self, inputs, mask, training=False, seed=None):
+        x = self.embedding(inputs) if self.embedding is not None else inputs
+        finals = []
+        for i, layer in enumerate(self.layers_):
+            if seed is not None:
+                x = dropout(x, self.dropout_rate, fold_seed(seed, 101, i), training)
+            x, fh, fc, bh, bc = layer(x, mask=mask, training=training)
+            finals.append((tf.concat([fh, bh], -1), tf.concat([fc, bc], -1)))
+        if seed is not None:
+            x = dropout(x, self.dropout_rate, fold_seed(seed, 102), training)
+        # Keras zeroes masked outputs already; keep it explicit for the features path.
+        x = x * tf.cast(mask, x.dtype)[:, :, None]
+        return x, finals
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size,
+                "embed_dim": self.embed_dim, "units": self.units,
+                "num_layers": self.num_layers, "dropout": self.dropout_rate}
+
+
+class Bridge(keras.layers.Layer):
+    """Maps the encoder's final (h, c) of each layer to the decoder's initial state.
+
+    As See et al.'s ``_reduce_states``: a ReLU layer per h and c. Decoder layer l
+    takes encoder layer min(l, L_enc - 1).
+    """
+
+    def __init__(self, units, num_layers, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.num_layers = num_layers
+        self.reduce_h = [keras.layers.Dense(units, activation="relu", name=f"reduce_h_{i}")
+                         for i in range(num_layers)]
+        self.reduce_c = [keras.layers.Dense(units, activation="relu", name=f"reduce_c_{i}")
+                         for i in range(num_layers)]
+
+    def call(self, finals):
+        out = []
+        for i in range(self.num_layers):
+            h, c = finals[min(i, len(finals) - 1)]
+            out.append((self.reduce_h[i](h), self.reduce_c[i](c)))
+        return out
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units, "num_layers": self.num_layers}

@@ -1,0 +1,224 @@
+"""The attentional seq2seq machine that every experiment swaps one part of."""
+
+import dataclasses
+import json
+
+import keras
+import tensorflow as tf
+
+from acvi_tf import attention as attention_lib
+from acvi_tf.attention.scores import SCORES
+from acvi_tf.models.decoder import AttentionDecoder
+from acvi_tf.models.encoder import Bridge, Encoder
+from acvi_tf.models.heads import HEADS
+from acvi_tf.utils.ops import fold_seed, sequence_mask
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """Every architectural hyper-parameter, one comment each."""
+    src_vocab_size: int | None = None  # None: the source is float features [B, N, feature_dim]
+    tgt_vocab_size: int = 1000         # decoder embedding / softmax vocabulary
+    feature_dim: int = 0               # size of source feature vectors (video frames)
+    embed_dim: int = 256               # word embedding size (encoder and decoder)
+    encoder_units: int = 256           # LSTM units per direction; h_i has twice this
+    encoder_layers: int = 1            # stacked BiLSTM layers
+    decoder_units: int = 256           # decoder LSTM units (s_t)
+    decoder_layers: int = 1            # stacked decoder LSTM layers
+    score: str = "additive"            # "additive" (Eq. 1) or "multiplicative" (Eq. 10)
+    attention_units: int = 256         # size of W_h h_i, W_s s_t in the additive score
+    attention: str = "soft"            # context variant, from the registry
+    attention_options: dict = dataclasses.field(default_factory=dict)  # variant kwargs
+    head: str = "softmax"              # output head: "softmax" (Eq. 4), "pointer" (Eqs. 5-6)
+    head_units: int = 256              # hidden size of V in Eq. (4)
+    coverage: bool = False             # coverage vector in the score (Eq. 8) and loss (Eq. 9)
+    coverage_weight: float = 1.0       # lambda of Eq. (9)
+    dropout: float = 0.0               # dropout on embeddings, between layers, before the head
+    num_samples: int = 1               # K Monte-Carlo samples of the ELBO (batch tiled K times)
+    pad_id: int = 0
+    unk_id: int = 1
+    bos_id: int = 2
+    eos_id: int = 3
+
+    def to_json(self):
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d):
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown model config keys: {sorted(unknown)}")
+        return cls(**d)
+
+
+class Seq2Seq(keras.Model):
+    """Encoder -> bridge -> attentional decoder with a registered context variant.
+
+    ``teacher_forced(batch)`` and ``decode(batch)`` both run ``decoder.step``.
+    Batches are dicts: ``src`` (ids [B, N] or features [B, N, F] with
+    ``src_len``), ``tgt_in`` and ``tgt_out`` (ids [B, T], padded with pad_id).
+    """
+
+    def __init__(self, config: ModelConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        c = config
+        self.encoder = Encoder(c.src_vocab_size, c.embed_dim, c.encoder_units,
+                               c.encoder_layers, c.dropout, name="encoder")
+        memory_dim = self.encoder.output_dim
+        self.bridge = Bridge(c.decoder_units, c.decoder_layers, name="bridge")
+        score_units = c.attention_units if c.score == "additive" else c.decoder_units
+        score = SCORES.get(c.score)(score_units, use_coverage=c.coverage, name="score")
+        variant = attention_lib.get_attention(c.attention)(
+            memory_dim, name=c.attention, **c.attention_options)
+        head = HEADS.get(c.head)(c.tgt_vocab_size, c.head_units, name="head")
+        self.decoder = AttentionDecoder(c.tgt_vocab_size, c.embed_dim, c.decoder_units,
+                                        c.decoder_layers, score, variant, head,
+                                        dropout=c.dropout, unk_id=c.unk_id,
+                                        use_coverage=c.coverage, name="decoder")
+
+    # -- the pieces ---------------------------------------------------------
+    @property
+    def variant(self):
+        return self.decoder.variant
+
+    def loss_weights(self):
+        """How each named auxiliary loss enters the training loss."""
+        weights = dict(self.variant.loss_weights())
+        if self.config.coverage:
+            weights["coverage"] = self.config.coverage_weight
+        return weights
+
+    def aux_names(self):
+        names = list(self.variant.aux_loss_names)
+        if self.config.coverage:
+            names.append("coverage")
+        return names
+
+    def set_mode(self, **mode):
+        """Schedule modes (e.g. ``acvi_mixing``) are read when a step is traced."""
+        self.variant.set_mode(**mode)
+
+    def source_mask(self, batch):
+        src = batch["src"]
+        if src.dtype.is_floating:
+            return tf.sequence_mask(batch["src_len"], tf.shape(src)[1])
+        return sequence_mask(src, self.config.pad_id)
+
+    def start(self, batch, training=False, seed=0):
+        """Encodes the source: ``(memory_state, initial decoder state)``."""
+        seed = tf.cast(seed, tf.int32)
+        mask = self.source_mask(batch)
+        memory, finals = self.encoder(batch["src"], mask, training=training,
+                                      seed=fold_seed(seed, 1))
+        memory_state = self.decoder.prepare(memory, mask, seed, training=training)
+        for key in ("src_ext", "max_oovs"):  # pointer-generator inputs, when present
+            if key in batch:
+                memory_state[key] = batch[key]
+        state = self.decoder.initial_state(memory_state, self.bridge(finals))
+        return memory_state, state
+
+    def step(self, input_ids, state, memory_state, training=False):
+        return self.decoder.step(input_ids, state, memory_state, training=training)
+
+    # -- training -------------------------------------------------------------
+    def teacher_forced(self, batch, training=False, seed=0, return_attention=False):
+        """Runs ``step`` over the reference; per-example sums of every loss term.
+
+        Returns a dict: ``nll`` [B] (summed masked token NLL), one [B] sum per
+        aux loss name, ``num_tokens`` [B], and ``attention`` [B, T, N] if asked.
+        """
+        memory_state, state = self.start(batch, training=training, seed=seed)
+        tgt_in, tgt_out = batch["tgt_in"], batch["tgt_out"]
+        tmask = tf.cast(sequence_mask(tgt_out, self.config.pad_id), tf.float32)
+        batch_size, length = tf.shape(tgt_in)[0], tf.shape(tgt_in)[1]
+        names = self.aux_names()
+        zeros = tf.zeros([batch_size], tf.float32)
+        sums = {"nll": zeros, **{n: zeros for n in names}}
+        attn = tf.TensorArray(tf.float32, size=length) if return_attention else None
+
+        def body(t, state, sums, attn):
+            log_probs, state, extras = self.step(tgt_in[:, t], state, memory_state, training)
+            m = tmask[:, t]
+            target_lp = tf.gather(log_probs, tgt_out[:, t], batch_dims=1)
+            new = {"nll": sums["nll"] - target_lp * m}
+            for n in names:
+                new[n] = sums[n] + extras["aux"][n] * m
+            if attn is not None:
+                attn = attn.write(t, extras["attention"])
+            return t + 1, state, new, attn
+
+        loop_vars = (tf.constant(0), state, sums, attn if attn is not None else 0)
+        _, _, sums, attn_out = _run_loop(body, loop_vars, length, return_attention)
+        out = dict(sums)
+        out["num_tokens"] = tf.reduce_sum(tmask, axis=1)
+        if return_attention:
+            out["attention"] = tf.transpose(attn_out.stack(), [1, 0, 2])
+        return out
+
+    def loss_terms(self, batch, training=False, seed=0):
+        """Sums over the batch of every term, with K-sample tiling (``num_samples``).
+
+        Returns scalars: ``nll``, each aux name, ``num_tokens``, and
+        ``objective`` = nll + sum_name weight * aux (the negative ELBO for ACVI).
+        Divide by the (global) token count to get per-token values.
+        """
+        k = self.config.num_samples
+        if k > 1:
+            batch = {key: (tf.repeat(v, k, axis=0) if v.shape.rank else v)
+                     for key, v in batch.items()}
+        per_example = self.teacher_forced(batch, training=training, seed=seed)
+        terms = {name: tf.reduce_sum(v) / k for name, v in per_example.items()}
+        objective = terms["nll"]
+        for name, w in self.loss_weights().items():
+            objective = objective + w * terms[name]
+        terms["objective"] = objective
+        return terms
+
+    # -- decoding ---------------------------------------------------------------
+    def decode(self, batch, beam_width=1, max_length=50, min_length=0,
+               length_normalization="none", alpha=0.6, seed=0):
+        """Greedy (beam_width 1) or beam search with the same ``step``."""
+        from acvi_tf import decoding
+        memory_state, state = self.start(batch, training=False, seed=seed)
+        batch_size = tf.shape(memory_state["memory"])[0]
+        start_ids = tf.fill([batch_size], tf.cast(self.config.bos_id, tf.int32))
+        if beam_width == 1:
+            def step_fn(ids, s):
+                return self.step(ids, s, memory_state, training=False)
+            return decoding.greedy_search(step_fn, state, start_ids, self.config.eos_id,
+                                          max_length, min_length=min_length)
+        tiled_memory = decoding.tile_beam(memory_state, beam_width)
+
+        def beam_step_fn(ids, s):
+            return self.step(ids, s, tiled_memory, training=False)
+        return decoding.beam_search(beam_step_fn, state, start_ids, self.config.eos_id,
+                                    beam_width, max_length, min_length=min_length,
+                                    length_normalization=length_normalization, alpha=alpha)
+
+    def build_for_checkpoint(self, batch):
+        """Creates every variable by running one tiny forward pass."""
+        self.loss_terms(batch, training=False)
+
+    def get_config(self):
+        return {"config": dataclasses.asdict(self.config)}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(ModelConfig.from_dict(config["config"]))
+
+
+def _run_loop(body, loop_vars, length, return_attention):
+    """tf.while_loop over decoder steps (kept separate so the attention buffer is optional)."""
+    if return_attention:
+        return tf.while_loop(lambda t, *_: t < length, body, loop_vars,
+                             maximum_iterations=length)
+    t0, state, sums, _ = loop_vars
+
+    def body_no_attn(t, state, sums):
+        return body(t, state, sums, None)[:3]
+
+    t, state, sums = tf.while_loop(lambda t, *_: t < length, body_no_attn, (t0, state, sums),
+                                   maximum_iterations=length)  # XLA needs the bound for gradients
+    return t, state, sums, None

@@ -1,0 +1,1 @@
+"""One trainer for every task, and the schedules it follows."""

@@ -1,0 +1,348 @@
+"""The one training loop for every task.
+
+A custom loop under ``tf.function`` (optionally XLA-compiled) with:
+SGD (step decay) or Adam, global-norm clipping, checkpoints that resume the
+step count, the schedules and the data position, periodic validation,
+progress output, deterministic (stateless) seeding, TensorBoard scalars, text
+and attention images, a ``tf.distribute`` strategy, and a clean stop on a
+non-finite loss that never applies the bad update and keeps the last good
+checkpoint.
+
+Data protocol: ``train_data(position) -> iterator of (batch, next_position)``
+where ``position`` is a JSON-serialisable value (``None`` at the start); the
+trainer saves the position with every checkpoint and hands it back on resume.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from acvi_tf.training import schedules, summaries
+from acvi_tf.utils.ops import fold_seed
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or the gradients became non-finite; the update was not applied."""
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Every hyper-parameter of the loop, one comment each."""
+    model_dir: str                     # checkpoints, TensorBoard logs, decodes go here
+    train_steps: int = 1000            # total optimiser steps
+    optimizer: str = "adam"            # "adam" (default settings) or "sgd"
+    learning_rate: float = 1e-3        # initial learning rate
+    lr_decay: str = "none"             # "none" or "luong" (halve 4 times in the last third)
+    clip_norm: float = 5.0             # global-norm gradient clipping (0: off)
+    seed: int = 0                      # run seed: parameters, dropout, ACVI noise
+    jit_compile: bool = False          # XLA-compile the training step
+    log_every: int = 50                # scalars to TensorBoard and the progress line
+    eval_every: int = 500              # validation (0: only at the end)
+    checkpoint_every: int = 500        # checkpoints (and always at the end)
+    keep_checkpoints: int = 3          # how many checkpoints to keep
+    gumbel_fraction: float = 0.1       # ACVI: Gumbel-Softmax mixing for the last fraction
+    progress: bool = True              # a tqdm progress bar on stderr
+
+    def save(self, path):
+        with open(path, "w") as f:
+            json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True)
+
+
+def make_optimizer(config):
+    if config.optimizer == "adam":
+        lr = config.learning_rate
+        return keras.optimizers.Adam(lr)
+    if config.optimizer == "sgd":
+        lr = config.learning_rate
+        if config.lr_decay == "luong":
+            lr = schedules.luong_sgd_schedule(config.learning_rate, config.train_steps)
+        return keras.optimizers.SGD(lr)
+    raise ValueError(f"--optimizer={config.optimizer!r}: choose adam or sgd")
+
+
+def make_strategy(name="default", num_devices=None):
+    """``default`` (one device), ``mirrored`` (all local devices), ``multiworker``."""
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        devices = None
+        if num_devices:
+            devices = [d.name for d in tf.config.list_logical_devices("CPU")][:num_devices] \
+                if not tf.config.list_logical_devices("GPU") else None
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multiworker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise ValueError(f"--strategy={name!r}: choose default, mirrored or multiworker")
+
+
+class Trainer:
+    """Trains a :class:`Seq2Seq` built by ``model_fn()`` inside the strategy scope.
+
+    Args:
+      model_fn: builds the model (called under ``strategy.scope()``).
+      config: a :class:`TrainConfig`.
+      train_data: the data protocol in the module docstring.
+      eval_fn: optional ``eval_fn(model, step) -> dict`` with ``scalars`` (dict),
+        ``texts`` (dict name -> str) and ``images`` (dict name -> [1, H, W, C]);
+        run every ``eval_every`` steps and at the end.
+      mode_schedule: a :class:`schedules.ModeSchedule` (default: ACVI's Gumbel tail).
+      strategy: a ``tf.distribute`` strategy.
+    """
+
+    def __init__(self, model_fn, config, train_data, eval_fn=None, mode_schedule=None,
+                 strategy=None, log=None):
+        self.config = config
+        self.train_data = train_data
+        self.eval_fn = eval_fn
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.mode_schedule = mode_schedule or schedules.ModeSchedule(
+            config.train_steps, config.gumbel_fraction)
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        os.makedirs(config.model_dir, exist_ok=True)
+        keras.utils.set_random_seed(config.seed)
+        with self.strategy.scope():
+            self.model = model_fn()
+            self.optimizer = make_optimizer(config)
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        self.ckpt = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step)
+        self.manager = tf.train.CheckpointManager(
+            self.ckpt, os.path.join(config.model_dir, "ckpt"), max_to_keep=config.keep_checkpoints)
+        self._train_fns = {}
+        self._built = False
+        self._writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "train"))
+        self._eval_writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "eval"))
+
+    # -- building and restoring -------------------------------------------------
+    def _build(self, batch):
+        """Creates every model and optimiser variable before a restore."""
+        self._built = True
+        with self.strategy.scope():
+            self.model.loss_terms(_to_tensors(batch), training=False)
+            self.optimizer.build(self.model.trainable_variables)
+
+    def _position_path(self, step):
+        return os.path.join(self.config.model_dir, "ckpt", f"position-{int(step)}.json")
+
+    def restore(self):
+        """Restores the latest checkpoint; returns the saved data position (or None)."""
+        latest = self.manager.latest_checkpoint
+        if not latest:
+            return None
+        self.ckpt.restore(latest).assert_existing_objects_matched()
+        path = self._position_path(self.step.numpy())
+        position = None
+        if os.path.exists(path):
+            with open(path) as f:
+                position = json.load(f)["position"]
+        self.log(f"resumed from {latest} at step {int(self.step.numpy())}")
+        return position
+
+    def save(self, position):
+        step = int(self.step.numpy())
+        # The position file first: a checkpoint never exists without its position.
+        tmp = self._position_path(step) + ".tmp"
+        os.makedirs(os.path.dirname(tmp), exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump({"step": step, "position": position}, f)
+        os.replace(tmp, self._position_path(step))
+        self.manager.save(checkpoint_number=step)
+
+    # -- the step --------------------------------------------------------------
+    def _replica_step(self, batch, step, num_replicas):
+        model = self.model
+        ctx = tf.distribute.get_replica_context()
+        seed = fold_seed(tf.stack([tf.constant(self.config.seed, tf.int32), tf.constant(0)]),
+                         tf.cast(step, tf.int32), ctx.replica_id_in_sync_group)
+        seed = seed[0]  # a scalar seed per sequence batch (see utils.ops.fold_seed)
+        with tf.GradientTape() as tape:
+            terms = model.loss_terms(batch, training=True, seed=seed)
+            global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, terms["num_tokens"])
+            loss = terms["objective"] / tf.maximum(global_tokens, 1.0)
+        variables = model.trainable_variables
+        grads = tape.gradient(loss, variables)
+        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                 for g, v in zip(grads, variables)]
+        if num_replicas > 1:
+            # Clip the norm of the *summed* gradient; Keras sums the replicas' gradients
+            # again in apply_gradients, hence the division.
+            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        grad_norm = tf.linalg.global_norm(grads)
+        if self.config.clip_norm > 0:
+            grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=grad_norm)
+        if num_replicas > 1:
+            grads = [g / num_replicas for g in grads]
+        total_loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss)
+        ok = tf.math.is_finite(total_loss) & tf.math.is_finite(grad_norm)
+
+        if num_replicas == 1:
+            def apply():
+                self.optimizer.apply_gradients(zip(grads, variables))
+                return tf.constant(True)
+            # A non-finite step is not applied, so the in-memory model stays good too.
+            tf.cond(ok, apply, lambda: tf.constant(False))
+        else:
+            # A synchronisation point cannot sit inside tf.cond across replicas. The host
+            # still stops before any save, so the last good checkpoint is what remains.
+            self.optimizer.apply_gradients(zip(grads, variables))
+        metrics = {name: v / tf.maximum(global_tokens, 1.0) for name, v in terms.items()
+                   if name != "num_tokens"}
+        metrics = {k: ctx.all_reduce(tf.distribute.ReduceOp.SUM, v) for k, v in metrics.items()}
+        metrics["loss"] = total_loss
+        metrics["grad_norm"] = grad_norm
+        metrics["tokens"] = global_tokens
+        metrics["finite"] = tf.cast(ok, tf.float32)
+        return metrics
+
+    def _train_fn(self, modes):
+        key = tuple(sorted(modes.items()))
+        if key not in self._train_fns:
+            num_replicas = self.strategy.num_replicas_in_sync
+
+            def train_step(batch, step):
+                self.model.set_mode(**modes)
+                per_replica = self.strategy.run(self._replica_step,
+                                                args=(batch, step, num_replicas))
+                return {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                        for k, v in per_replica.items()}
+
+            self._train_fns[key] = tf.function(train_step, jit_compile=self.config.jit_compile,
+                                               reduce_retracing=True)
+        return self._train_fns[key]
+
+    def _distribute(self, batch):
+        r = self.strategy.num_replicas_in_sync
+        batch = _to_tensors(batch)
+        if r == 1:
+            return batch
+        size = int(next(v for v in batch.values() if v.shape.rank).shape[0])
+        if size % r:
+            raise ValueError(f"batch size {size} is not divisible by the {r} replicas")
+        per = size // r
+
+        def value_fn(ctx):
+            i = ctx.replica_id_in_sync_group
+            return {k: (v[i * per:(i + 1) * per] if v.shape.rank else v) for k, v in batch.items()}
+        return self.strategy.experimental_distribute_values_from_function(value_fn)
+
+    # -- the loop ------------------------------------------------------------------
+    def train(self, stop_at=None):
+        """Trains to ``train_steps`` (resuming if a checkpoint exists); returns the last metrics.
+
+        ``stop_at`` ends this run early at that step (with a checkpoint) without
+        changing the schedules, which are laid out for ``train_steps``; a later
+        run resumes from there.
+        """
+        cfg = self.config
+        end = min(cfg.train_steps, stop_at) if stop_at else cfg.train_steps
+        cfg.save(os.path.join(cfg.model_dir, "train_config.json"))
+        saved_position = None
+        first = None
+        if self.manager.latest_checkpoint:
+            probe = iter(self.train_data(None))
+            self._build(next(probe)[0])
+            saved_position = self.restore()
+        iterator = iter(self.train_data(saved_position))
+        step = int(self.step.numpy())
+        position = saved_position
+        bar = _progress(cfg.progress, cfg.train_steps, step)
+        window, t0, last = [], time.time(), {}
+        while step < end:
+            try:
+                batch, next_position = next(iterator)
+            except StopIteration:
+                raise RuntimeError("the training data ran out before train_steps; "
+                                   "make train_data repeat") from None
+            if first is None:
+                first = batch
+                if not self._built:
+                    self._build(batch)
+            modes = self.mode_schedule.modes(step)
+            metrics = self._train_fn(modes)(self._distribute(batch), tf.constant(step, tf.int64))
+            if float(metrics["finite"]) < 1.0:
+                bad = {k: float(v) for k, v in metrics.items() if k not in ("finite",)}
+                raise TrainingDiverged(
+                    f"non-finite loss or gradient at step {step} ({_fmt(bad)}); the update was "
+                    f"not applied and nothing was saved: the last good checkpoint is "
+                    f"{self.manager.latest_checkpoint or '(none yet)'} in {cfg.model_dir}")
+            step += 1
+            self.step.assign(step)
+            position = next_position
+            window.append(metrics)
+            if bar:
+                bar.update(1)
+            if step % cfg.log_every == 0 or step == end:
+                last = self._log(window, step, time.time() - t0, modes, bar)
+                window, t0 = [], time.time()
+            if cfg.eval_every and step % cfg.eval_every == 0 and step < end:
+                self.evaluate(step)
+            if step % cfg.checkpoint_every == 0 and step < end:
+                self.save(position)
+        if bar:
+            bar.close()
+        if first is None and self.manager.latest_checkpoint is None:
+            raise RuntimeError("train_steps is 0 and no checkpoint exists")
+        if not self.manager.latest_checkpoint or \
+                int(self.manager.latest_checkpoint.rsplit("-", 1)[1]) != step:
+            self.save(position)
+        result = self.evaluate(step)
+        return {**last, **(result or {})}
+
+    def _log(self, window, step, seconds, modes, bar):
+        means = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
+        tokens = sum(float(m["tokens"]) for m in window)
+        means.pop("finite", None)
+        means.pop("tokens", None)
+        # Keras evaluates a schedule at the current iteration in this property.
+        means["learning_rate"] = float(tf.convert_to_tensor(self.optimizer.learning_rate))
+        means["tokens_per_sec"] = tokens / max(seconds, 1e-9)
+        summaries.write_scalars(self._writer, step, means)
+        msg = f"step {step}: " + _fmt(means) + f" [{','.join(f'{k}={v}' for k, v in modes.items())}]"
+        if bar:
+            bar.set_postfix_str(_fmt({k: means[k] for k in ("loss", "nll") if k in means}))
+            bar.write(msg, file=sys.stderr)
+        else:
+            self.log(msg)
+        return means
+
+    def evaluate(self, step):
+        if self.eval_fn is None:
+            return None
+        out = self.eval_fn(self.model, step) or {}
+        scalars = out.get("scalars", {})
+        with self._eval_writer.as_default(step=step):
+            for k, v in scalars.items():
+                tf.summary.scalar(k, float(v))
+            for k, v in out.get("texts", {}).items():
+                tf.summary.text(k, v)
+            for k, v in out.get("images", {}).items():
+                tf.summary.image(k, v)
+        self._eval_writer.flush()
+        if scalars:
+            self.log(f"eval @ step {step}: {_fmt(scalars)}")
+        return scalars
+
+
+def _to_tensors(batch):
+    """The tensor part of a batch; Python-side extras (raw strings, OOV lists) stay out."""
+    return {k: tf.convert_to_tensor(v) for k, v in batch.items()
+            if isinstance(v, (np.ndarray, tf.Tensor, int, float, np.integer))}
+
+
+def _fmt(d):
+    return " ".join(f"{k}={v:.4g}" for k, v in d.items())
+
+
+def _progress(enabled, total, initial):
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, initial=initial, file=sys.stderr, dynamic_ncols=True, leave=False)

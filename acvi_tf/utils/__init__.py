@@ -1,0 +1,1 @@
+"""Small shared helpers: masking, stateless randomness, dropout."""

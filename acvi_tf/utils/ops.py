@@ -1,0 +1,45 @@
+"""Masking, stateless randomness and dropout shared by every layer.
+
+All randomness in acvi_tf is *stateless*: a random op gets a seed derived from
+(run seed, global step, decoder time step, call site). A resumed run therefore
+draws exactly the noise an uninterrupted run would have drawn, and no random
+state has to be checkpointed.
+"""
+
+import tensorflow as tf
+
+NEG_INF = -1e9  # finite, so that softmax and its gradient stay NaN-free on padding
+
+
+def masked_logits(scores, mask):
+    """Sets padded positions to a large negative logit (before the softmax of Eq. 2)."""
+    return tf.where(mask, scores, tf.cast(NEG_INF, scores.dtype))
+
+
+def masked_softmax(scores, mask):
+    """Eq. (2) with padding: a_t = softmax(e_t) over the real source positions only."""
+    return tf.nn.softmax(masked_logits(scores, mask), axis=-1)
+
+
+def fold_seed(seed, *salts):
+    """Derives a new stateless seed ([2] int32) from ``seed`` and integer salts."""
+    seed = tf.cast(tf.convert_to_tensor(seed), tf.int32)
+    if seed.shape.rank == 0:
+        # Scalar seeds keep per-sequence state free of rank-1 tensors, so that beam
+        # search's tiling rule (rank >= 1 means batch-major) never touches them.
+        seed = tf.stack([seed, tf.constant(0x5EED, tf.int32)])
+    for salt in salts:
+        seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(salt, tf.int32))
+    return tf.cast(seed, tf.int32)
+
+
+def dropout(x, rate, seed, training):
+    """Stateless inverted dropout; identity when not training or rate == 0."""
+    if not training or not rate:
+        return x
+    return tf.nn.experimental.stateless_dropout(x, rate=rate, seed=seed)
+
+
+def sequence_mask(ids, pad_id=0):
+    """Non-padding positions of an id tensor."""
+    return tf.not_equal(ids, pad_id)

@@ -1,0 +1,181 @@
+"""ACVI's math against independent computations (numpy, closed forms)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from acvi_tf.attention import acvi as acvi_lib
+from acvi_tf.attention.acvi import ACVI
+from acvi_tf.attention.soft import SoftAttention
+from acvi_tf.utils.ops import masked_softmax
+
+B, N, D = 3, 5, 4
+
+
+def _mixture(seed=0, spread=1.0):
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(size=[B, N]).astype(np.float32)
+    mask = np.ones([B, N], bool)
+    mask[0, 3:] = False  # padding
+    memory = (spread * rng.normal(size=[B, N, D])).astype(np.float32)
+    memory[~mask] = 0.0
+    log_sigma_sq = rng.normal(scale=0.5, size=[B, N, D]).astype(np.float32)
+    return scores, mask, memory, log_sigma_sq
+
+
+def _np_mixture_logpdf(x, a, mu, lss):
+    """log sum_i a_i N(x | mu_i, diag exp(lss_i)), x [S, D], for one batch row."""
+    var = np.exp(lss)
+    comp = -0.5 * (((x[:, None, :] - mu[None]) ** 2) / var[None] + lss[None]
+                   + np.log(2 * np.pi)).sum(-1)
+    with np.errstate(divide="ignore"):
+        logw = np.log(a)
+    z = comp + logw[None]
+    m = z.max(1, keepdims=True)
+    return (m + np.log(np.exp(z - m).sum(1, keepdims=True)))[:, 0]
+
+
+def _np_kl_large_sample(a, mu, lss, n, rng):
+    """KL[mixture || N(0, I)] from n exact numpy samples of the mixture."""
+    k = rng.choice(len(a), size=n, p=a / a.sum())
+    x = mu[k] + np.exp(0.5 * lss[k]) * rng.normal(size=[n, mu.shape[-1]])
+    log_prior = -0.5 * (x ** 2 + np.log(2 * np.pi)).sum(-1)
+    return float(np.mean(_np_mixture_logpdf(x, a, mu, lss) - log_prior))
+
+
+def _mc_kl(scores, mask, memory, lss, samples, seed=0):
+    logits = tf.where(mask, scores, -1e9)
+    log_probs = tf.nn.log_softmax(logits)
+    posterior = acvi_lib.context_posterior(log_probs, memory, lss)
+    draws = [acvi_lib.ancestral_sample(
+        log_probs, acvi_lib.sample_components(memory, lss, tf.constant([seed, j])),
+        tf.constant([seed, 10_000 + j])) for j in range(samples)]
+    return acvi_lib.kl_mixture_mc(posterior, tf.stack(draws)).numpy()
+
+
+def test_monte_carlo_kl_converges_to_large_sample_estimate():
+    scores, mask, memory, lss = _mixture()
+    a = masked_softmax(scores, mask).numpy()
+    ours = _mc_kl(scores, mask, memory, lss, samples=4000)
+    rng = np.random.default_rng(1)
+    for b in range(B):
+        reference = _np_kl_large_sample(a[b], memory[b], lss[b], 200_000, rng)
+        assert ours[b] == pytest.approx(reference, abs=0.08 + 0.03 * abs(reference))
+
+
+def test_single_component_kl_equals_closed_form():
+    """With all attention on one component the mixture is a Gaussian: KL is closed form."""
+    _, _, memory, lss = _mixture(seed=3)
+    scores = np.full([B, N], -50.0, np.float32)
+    scores[:, 1] = 50.0
+    mask = np.ones([B, N], bool)
+    closed = acvi_lib.gaussian_kl_to_standard(memory[:, 1], lss[:, 1]).numpy()
+    manual = 0.5 * (np.exp(lss[:, 1]) + memory[:, 1] ** 2 - 1 - lss[:, 1]).sum(-1)
+    np.testing.assert_allclose(closed, manual, rtol=1e-5)
+    mc = _mc_kl(scores, mask, memory, lss, samples=4000)
+    np.testing.assert_allclose(mc, closed, atol=0.1, rtol=0.05)
+
+
+@pytest.mark.parametrize("seed,spread", [(0, 1.0), (5, 0.1), (7, 3.0)])
+def test_closed_form_bound_is_never_below_the_kl(seed, spread):
+    scores, mask, memory, lss = _mixture(seed, spread)
+    a = masked_softmax(scores, mask).numpy()
+    component_kl = acvi_lib.gaussian_kl_to_standard(memory, lss)
+    bound = acvi_lib.kl_mixture_bound(a, component_kl).numpy()
+    rng = np.random.default_rng(seed)
+    for b in range(B):
+        kl = _np_kl_large_sample(a[b], memory[b], lss[b], 100_000, rng)
+        assert bound[b] >= kl - 0.02, (bound[b], kl)
+
+
+def _step(variant, scores, mask, memory, lss, training, time=0):
+    memory_state = {"memory": tf.constant(memory), "mask": tf.constant(mask),
+                    "seed": tf.constant(11),
+                    "variant": {"log_sigma_sq": tf.constant(lss),
+                                "component_kl": acvi_lib.gaussian_kl_to_standard(memory, lss)}}
+    return variant.step(tf.constant(scores), memory_state,
+                        {"time": tf.constant(time), "variant": {}}, training=training)
+
+
+@pytest.mark.parametrize("mixing", ["weighted"])
+def test_sigma_to_zero_reduces_to_soft_attention(mixing):
+    """Eq. (16): with sigma -> 0 the weighted-average sample is the soft context (Eq. 3)."""
+    scores, mask, memory, _ = _mixture()
+    tiny = np.full([B, N, D], -60.0, np.float32)
+    variant = ACVI(D, mixing=mixing)
+    context, probs, _, _ = _step(variant, scores, mask, memory, tiny, training=True)
+    soft_context, soft_probs, _, _ = SoftAttention(D).step(
+        tf.constant(scores), {"memory": tf.constant(memory), "mask": tf.constant(mask)},
+        {"variant": {}})
+    np.testing.assert_allclose(probs, soft_probs, atol=1e-6)
+    np.testing.assert_allclose(context, soft_context, atol=1e-5)
+    expected = np.einsum("bn,bnd->bd", masked_softmax(scores, mask).numpy(), memory)
+    np.testing.assert_allclose(context, expected, atol=1e-5)
+
+
+def test_decode_time_context_is_posterior_mean():
+    scores, mask, memory, lss = _mixture()
+    context, probs, _, _ = _step(ACVI(D), scores, mask, memory, lss, training=False)
+    np.testing.assert_allclose(context, np.einsum("bn,bnd->bd", probs.numpy(), memory), atol=1e-5)
+    sampled, _, _, _ = _step(ACVI(D, sample_at_decode=True), scores, mask, memory, lss,
+                             training=False)
+    assert not np.allclose(sampled, context, atol=1e-3)
+
+
+@pytest.mark.parametrize("mixing", ["weighted", "gumbel"])
+def test_gradients_reach_attention_logits(mixing):
+    scores, mask, memory, lss = _mixture()
+    variant = ACVI(D, mixing=mixing)
+    s = tf.Variable(scores)
+    memory_state = {"memory": tf.constant(memory), "mask": tf.constant(mask), "seed": tf.constant(3),
+                    "variant": {"log_sigma_sq": tf.constant(lss),
+                                "component_kl": acvi_lib.gaussian_kl_to_standard(memory, lss)}}
+    w = tf.constant(np.random.default_rng(0).normal(size=[D]).astype(np.float32))
+    with tf.GradientTape(persistent=True) as tape:
+        context, _, aux, _ = variant.step(s, memory_state, {"time": tf.constant(0), "variant": {}},
+                                          training=True)
+        objective = tf.reduce_sum(context * w)
+        kl = tf.reduce_sum(aux["kl"])
+    for target in (objective, kl):
+        g = tape.gradient(target, s).numpy()
+        assert np.all(np.isfinite(g))
+        assert np.abs(g[mask]).max() > 1e-6
+        # padded positions receive no gradient
+        assert np.abs(g[~mask]).max() < 1e-6
+
+
+def test_gumbel_samples_lie_on_the_simplex():
+    scores, mask, _, _ = _mixture()
+    logits = tf.where(mask, scores, -1e9)
+    for i in range(5):
+        z = acvi_lib.relaxed_weights(logits, 0.5, tf.constant([i, 1])).numpy()
+        assert np.all(z >= 0)
+        np.testing.assert_allclose(z.sum(-1), 1.0, atol=1e-5)
+        assert np.all(z[~mask] < 1e-6)
+    # low temperature concentrates mass near a vertex
+    z = acvi_lib.relaxed_weights(logits, 0.05, tf.constant([0, 2])).numpy()
+    assert np.all(z.max(-1) > 0.9)
+
+
+def test_kl_estimator_choice_and_both_logged():
+    scores, mask, memory, lss = _mixture()
+    _, _, aux, _ = _step(ACVI(D, kl_estimator="bound"), scores, mask, memory, lss, True)
+    np.testing.assert_allclose(aux["kl"], aux["kl_bound"])
+    assert set(aux) == {"kl", "kl_mc", "kl_bound"}
+    _, _, aux, _ = _step(ACVI(D, kl_estimator="mc"), scores, mask, memory, lss, True)
+    np.testing.assert_allclose(aux["kl"], aux["kl_mc"])
+
+
+def test_bad_option_names_the_flag():
+    with pytest.raises(ValueError, match="mixing"):
+        ACVI(D, mixing="average")
+
+
+def test_sigma_nets_shapes():
+    memory = tf.random.normal([2, 3, D])
+    for net in ("mlp", "relu"):
+        v = ACVI(D, sigma_net=net)
+        out = v.prepare(memory, tf.ones([2, 3], bool))
+        assert out["log_sigma_sq"].shape == (2, 3, D)
+        if net == "relu":
+            assert float(tf.reduce_min(out["log_sigma_sq"])) >= 0.0

@@ -1,0 +1,155 @@
+"""The one trainer: resume, non-finite stop, schedules, distribution, TensorBoard."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from acvi_tf.data.synthetic import ReverseTask
+from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
+from acvi_tf.training import schedules
+from acvi_tf.training.trainer import Trainer, TrainConfig, TrainingDiverged
+
+V = 10
+
+
+def _cfg(**kw):
+    return ModelConfig(src_vocab_size=V, tgt_vocab_size=V, embed_dim=8, encoder_units=8,
+                       decoder_units=8, attention_units=8, head_units=8, dropout=0.1, **kw)
+
+
+def _trainer(model_dir, steps, attention="acvi", **kw):
+    task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
+    cfg = TrainConfig(model_dir=str(model_dir), train_steps=steps, learning_rate=0.01,
+                      log_every=2, eval_every=0, checkpoint_every=kw.pop("checkpoint_every", 100),
+                      progress=False, gumbel_fraction=0.25, **kw)
+    return Trainer(lambda: Seq2Seq(_cfg(attention=attention)), cfg, task, log=lambda m: None)
+
+
+def _weights(trainer):
+    return [v.numpy() for v in trainer.model.trainable_variables]
+
+
+def test_resume_matches_an_uninterrupted_run(tmp_path):
+    """Stop after 4 steps, resume to 8: the same weights as 8 steps in one go.
+
+    The Gumbel phase (last 25% = steps 6-7) is crossed after the resume, so the
+    mode schedule, optimiser state, data position and stateless noise all have
+    to continue correctly.
+    """
+    full = _trainer(tmp_path / "full", 8)
+    full.train()
+    part = _trainer(tmp_path / "part", 8)
+    part.train(stop_at=4)
+    resumed = _trainer(tmp_path / "part", 8)
+    resumed.train()
+    assert int(resumed.step.numpy()) == 8
+    for a, b in zip(_weights(full), _weights(resumed)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    positions = sorted(glob.glob(str(tmp_path / "part" / "ckpt" / "position-*.json")))
+    assert [json.load(open(p))["position"] for p in positions] == [4, 8]
+
+
+def test_non_finite_loss_stops_cleanly_and_keeps_last_checkpoint(tmp_path):
+    task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
+
+    cfg = TrainConfig(model_dir=str(tmp_path), train_steps=6, learning_rate=0.01, log_every=1,
+                      eval_every=0, checkpoint_every=2, progress=False)
+    trainer = Trainer(lambda: Seq2Seq(_cfg(attention="soft")), cfg, task, log=lambda m: None)
+    # Make the loss NaN at step 3 by patching the model's loss_terms.
+    real_loss_terms = trainer.model.loss_terms
+
+    def loss_terms(batch, training=False, seed=0):
+        terms = real_loss_terms(batch, training=training, seed=seed)
+        if training:
+            bad = tf.equal(trainer.step, 3)
+            terms["objective"] = tf.where(bad, np.float32(np.nan), terms["objective"])
+        return terms
+
+    trainer.model.loss_terms = loss_terms
+    with pytest.raises(TrainingDiverged, match="step 3.*ckpt-2"):
+        trainer.train()
+    # The bad update was not applied: the weights are finite and nothing after ckpt-2 was saved.
+    assert all(np.all(np.isfinite(w)) for w in _weights(trainer))
+    assert trainer.manager.latest_checkpoint.endswith("ckpt-2")
+
+
+def test_mode_schedule_switches_to_gumbel_for_the_last_fraction():
+    s = schedules.ModeSchedule(total_steps=100, gumbel_fraction=0.1)
+    assert s.modes(0)["acvi_mixing"] == "weighted"
+    assert s.modes(89)["acvi_mixing"] == "weighted"
+    assert s.modes(90)["acvi_mixing"] == "gumbel"
+    assert schedules.ModeSchedule(100, 0.0).modes(99)["acvi_mixing"] == "weighted"
+
+
+def test_step_decay_schedule():
+    lr = schedules.luong_sgd_schedule(1.0, 12000)
+    values = [float(lr(s)) for s in (0, 7999, 8000, 9000, 10000, 11999)]
+    assert values == [1.0, 1.0, 0.5, 0.25, 0.125, 0.125]
+
+
+def test_tensorboard_scalars_and_eval_outputs(tmp_path):
+    from acvi_tf.training.summaries import attention_image
+    calls = []
+
+    def eval_fn(model, step):
+        calls.append(step)
+        return {"scalars": {"bleu": 1.5}, "texts": {"sample": "a b c"},
+                "images": {"attention": attention_image(np.eye(3))}}
+
+    task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
+    cfg = TrainConfig(model_dir=str(tmp_path), train_steps=4, log_every=2, eval_every=2,
+                      checkpoint_every=2, progress=False)
+    Trainer(lambda: Seq2Seq(_cfg(attention="acvi")), cfg, task, eval_fn=eval_fn,
+            log=lambda m: None).train()
+    assert calls == [2, 4]
+    tags = set()
+    for path in glob.glob(str(tmp_path / "*" / "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(v.tag for v in event.summary.value)
+    for tag in ("nll", "kl", "kl_mc", "kl_bound", "learning_rate", "grad_norm", "tokens_per_sec",
+                "bleu", "sample", "attention"):
+        assert tag in tags, (tag, tags)
+
+
+MIRRORED = textwrap.dedent("""
+    import os, sys, json
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import numpy as np, tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from acvi_tf.data.synthetic import ReverseTask
+    from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
+    from acvi_tf.training.trainer import Trainer, TrainConfig, make_strategy
+    cfg = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, embed_dim=8, encoder_units=8,
+                      decoder_units=8, attention_units=8, head_units=8, attention="soft")
+    out = {}
+    for name in ("default", "mirrored"):
+        strategy = make_strategy(name, num_devices=2)
+        tc = TrainConfig(model_dir=os.path.join(sys.argv[1], name), train_steps=3,
+                         learning_rate=0.01, clip_norm=0.5, progress=False, eval_every=0)
+        t = Trainer(lambda: Seq2Seq(cfg), tc, ReverseTask(vocab_size=10, batch_size=8, seed=1),
+                    strategy=strategy, log=lambda m: None)
+        t.train()
+        out[name] = {"replicas": strategy.num_replicas_in_sync,
+                     "weights": [v.numpy().tolist() for v in t.model.trainable_variables]}
+    json.dump(out, open(os.path.join(sys.argv[1], "out.json"), "w"))
+""")
+
+
+def test_mirrored_strategy_on_two_cpu_devices_matches_one_device(tmp_path):
+    """Two replicas with half a batch each take the same steps as one device (soft attention,
+    no dropout, so that no per-replica noise is involved); clipping uses the global norm."""
+    script = tmp_path / "run.py"
+    script.write_text(MIRRORED)
+    subprocess.run([sys.executable, str(script), str(tmp_path)], check=True, timeout=600)
+    out = json.load(open(tmp_path / "out.json"))
+    assert out["mirrored"]["replicas"] == 2
+    for a, b in zip(out["default"]["weights"], out["mirrored"]["weights"]):
+        np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-4, atol=1e-5)
