@@ -31,11 +31,20 @@ class AttentionDecoder(keras.layers.Layer):
         self.dropout_rate = dropout
         self.unk_id = unk_id
         self.use_coverage = use_coverage
+        # See et al. train without coverage, then switch it on for the last phase;
+        # while it is off w_k gets no gradient, so it stays at its zero init.
+        self.coverage_active = use_coverage
         self.embedding = keras.layers.Embedding(vocab_size, embed_dim, name="embedding")
         self.cells = [keras.layers.LSTMCell(units, name=f"lstm_{i}") for i in range(num_layers)]
         self.score = score
         self.variant = variant
         self.head = head
+
+    def set_mode(self, coverage=None, **unused):
+        if coverage is not None:
+            if coverage and not self.use_coverage:
+                raise ValueError("coverage mode requested for a model built without coverage")
+            self.coverage_active = bool(coverage) and self.use_coverage
 
     def prepare(self, memory, mask, seed, training=False):
         """Per-source work done once: score keys (W_h h_i) and the variant's prepare()."""
@@ -75,13 +84,14 @@ class AttentionDecoder(keras.layers.Layer):
         s_t = h
         coverage = state["coverage"]
         scores = self.score(memory_state["keys"], s_t,
-                            coverage=coverage if self.use_coverage else None)
+                            coverage=coverage if self.coverage_active else None)
         context, probs, aux, variant_state = self.variant.step(
             scores, memory_state, {"time": t, "variant": state["variant"]}, training=training)
         aux = dict(aux)
         if self.use_coverage:
-            # Eq. (9): the coverage loss sum_i min(a_t^i, k_t^i).
-            aux["coverage"] = tf.reduce_sum(tf.minimum(probs, coverage), axis=-1)
+            # Eq. (9): the coverage loss sum_i min(a_t^i, k_t^i); zero while coverage is off.
+            aux["coverage"] = (tf.reduce_sum(tf.minimum(probs, coverage), axis=-1)
+                               if self.coverage_active else tf.zeros_like(probs[:, 0]))
         out = dropout(s_t, self.dropout_rate, fold_seed(seed, 2), training)
         log_probs, head_extras = self.head(out, context, x, probs, memory_state)
         new_state = {"time": t + 1, "lstm": new_lstm, "context": context,

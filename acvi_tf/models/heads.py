@@ -34,3 +34,38 @@ class SoftmaxHead(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size, "units": self.units}
+
+
+EPSILON = 1e-12  # log(p + eps): See et al. mix in probability space, then take the log
+
+
+@HEADS.register("pointer")
+class PointerGeneratorHead(SoftmaxHead):
+    """The pointer-generator output of See et al. (2017), Eqs. (5)-(6).
+
+    p_gen = sigma(w_c^T c_t + w_s^T s_t + w_x^T x_t + b_ptr)                (Eq. 5)
+    P_t(w) = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_t^i           (Eq. 6)
+
+    over the extended vocabulary V + max_oovs, where source OOVs have ids
+    V, V+1, ... (``memory_state["src_ext"]``, ``memory_state["max_oovs"]``).
+    The copy distribution is added with a scatter-add, in probability space.
+    """
+
+    def __init__(self, vocab_size, units, **kwargs):
+        super().__init__(vocab_size, units, **kwargs)
+        # One Dense over [c; s; x] is w_c^T c + w_s^T s + w_x^T x + b_ptr.
+        self.p_gen_layer = keras.layers.Dense(1, name="p_gen")
+
+    def call(self, s, c, x=None, probs=None, memory_state=None):
+        logits = self.V_prime(self.V(tf.concat([s, c], axis=-1)))
+        p_vocab = tf.nn.softmax(logits)
+        p_gen = tf.sigmoid(self.p_gen_layer(tf.concat([c, s, x], axis=-1)))  # [B, 1]
+        src_ext = tf.cast(memory_state["src_ext"], tf.int32)
+        max_oovs = tf.cast(memory_state["max_oovs"], tf.int32)
+        batch = tf.shape(p_vocab)[0]
+        vocab_part = tf.pad(p_gen * p_vocab, [[0, 0], [0, max_oovs]])
+        n = tf.shape(src_ext)[1]
+        rows = tf.tile(tf.range(batch)[:, None], [1, n])
+        indices = tf.stack([rows, src_ext], axis=-1)  # [B, N, 2]
+        final = tf.tensor_scatter_nd_add(vocab_part, indices, (1.0 - p_gen) * probs)
+        return tf.math.log(final + EPSILON), {"p_gen": p_gen[:, 0]}

@@ -97,8 +97,9 @@ class Seq2Seq(keras.Model):
         return names
 
     def set_mode(self, **mode):
-        """Schedule modes (e.g. ``acvi_mixing``) are read when a step is traced."""
+        """Schedule modes (``acvi_mixing``, ``coverage``) are read when a step is traced."""
         self.variant.set_mode(**mode)
+        self.decoder.set_mode(**mode)
 
     def source_mask(self, batch):
         src = batch["src"]

@@ -71,3 +71,53 @@ class ModeSchedule:
         if self.extra is not None:
             modes.update(self.extra(step))
         return modes
+
+
+# Appendix A, Table 5: (end iteration, max encoder steps, max decoder steps).
+PAPER_SUMMARIZATION_PHASES = ((71_000, 10, 10), (116_000, 50, 50), (184_000, 100, 50),
+                              (223_000, 200, 50), (250_000, 400, 100))
+PAPER_COVERAGE_STEPS = 3_000
+
+
+class PhaseSchedule:
+    """The summarization curriculum: truncation lengths grow by phase, then coverage.
+
+    ``phases`` are (end_step, max_enc_steps, max_dec_steps); after the last phase
+    come ``coverage_steps`` more steps with coverage on (w_k trained, Eq. 9 in the
+    loss) at the last phase's lengths. Everything is a function of the step, so
+    a resumed run continues mid-phase.
+    ``scaled(step_scale, length_scale)`` gives the CPU-scale version.
+    """
+
+    def __init__(self, phases=PAPER_SUMMARIZATION_PHASES, coverage_steps=PAPER_COVERAGE_STEPS):
+        ends = [p[0] for p in phases]
+        if ends != sorted(ends) or len(set(ends)) != len(ends):
+            raise ValueError(f"phase end steps must increase: {ends}")
+        self.phases = tuple(tuple(int(v) for v in p) for p in phases)
+        self.coverage_steps = int(coverage_steps)
+
+    @property
+    def total_steps(self):
+        return self.phases[-1][0] + self.coverage_steps
+
+    def phase(self, step):
+        """``dict(index, max_enc_steps, max_dec_steps, coverage)`` at ``step``."""
+        for i, (end, enc, dec) in enumerate(self.phases):
+            if step < end:
+                return {"index": i, "max_enc_steps": enc, "max_dec_steps": dec, "coverage": False}
+        _, enc, dec = self.phases[-1]
+        return {"index": len(self.phases), "max_enc_steps": enc, "max_dec_steps": dec,
+                "coverage": True}
+
+    def modes(self, step):
+        return {"coverage": self.phase(step)["coverage"]}
+
+    def scaled(self, step_scale, length_scale=1.0, min_length=4):
+        phases = [(max(1, int(round(end * step_scale))),
+                   max(min_length, int(round(enc * length_scale))),
+                   max(min_length, int(round(dec * length_scale))))
+                  for end, enc, dec in self.phases]
+        for i in range(1, len(phases)):  # keep end steps strictly increasing after rounding
+            if phases[i][0] <= phases[i - 1][0]:
+                phases[i] = (phases[i - 1][0] + 1,) + phases[i][1:]
+        return PhaseSchedule(phases, max(1, int(round(self.coverage_steps * step_scale))))

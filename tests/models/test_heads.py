@@ -1,0 +1,102 @@
+"""Output heads: Eq. (4) and the pointer-generator mixture of Eqs. (5)-(6); coverage (Eqs. 7-9)."""
+
+import numpy as np
+import tensorflow as tf
+
+from acvi_tf.models.heads import PointerGeneratorHead, SoftmaxHead
+from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
+
+B, N, V, U = 2, 4, 6, 5
+
+
+def _inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    s = tf.constant(rng.normal(size=[B, U]), tf.float32)
+    c = tf.constant(rng.normal(size=[B, 2 * U]), tf.float32)
+    x = tf.constant(rng.normal(size=[B, 3]), tf.float32)
+    probs = rng.random([B, N]).astype(np.float32)
+    probs /= probs.sum(-1, keepdims=True)
+    # source ids in the extended vocabulary: 7 and 8 are article OOVs (V=6, max_oovs=3)
+    src_ext = np.array([[1, 6, 4, 6], [7, 2, 8, 0]], np.int32)
+    return s, c, x, tf.constant(probs), src_ext
+
+
+def test_softmax_head_is_normalised():
+    s, c, x, probs, _ = _inputs()
+    lp, _ = SoftmaxHead(V, 7)(s, c)
+    np.testing.assert_allclose(tf.reduce_sum(tf.exp(lp), -1), 1.0, rtol=1e-5)
+
+
+def test_pointer_distribution_sums_to_one_and_equals_hand_mixture():
+    s, c, x, probs, src_ext = _inputs()
+    head = PointerGeneratorHead(V, 7)
+    memory_state = {"src_ext": tf.constant(src_ext), "max_oovs": tf.constant(3)}
+    lp, extras = head(s, c, x, probs, memory_state)
+    p = tf.exp(lp).numpy()
+    assert p.shape == (B, V + 3)
+    np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-5)
+    # by hand: p_gen * P_vocab padded, plus (1 - p_gen) * attention summed per source word
+    p_vocab = tf.nn.softmax(head.V_prime(head.V(tf.concat([s, c], -1)))).numpy()
+    w = head.p_gen_layer.get_weights()
+    p_gen = 1 / (1 + np.exp(-(np.concatenate([c, s, x], -1) @ w[0] + w[1])))[:, 0]
+    np.testing.assert_allclose(extras["p_gen"], p_gen, rtol=1e-5)
+    expected = np.zeros([B, V + 3])
+    expected[:, :V] = p_gen[:, None] * p_vocab
+    for b in range(B):
+        for i in range(N):
+            expected[b, src_ext[b, i]] += (1 - p_gen[b]) * probs.numpy()[b, i]
+    np.testing.assert_allclose(p, expected, atol=1e-6)
+
+
+def _pointer_model(coverage=True, attention="soft"):
+    return Seq2Seq(ModelConfig(src_vocab_size=V, tgt_vocab_size=V, embed_dim=4, encoder_units=4,
+                               decoder_units=8, attention_units=4, head_units=8, head="pointer",
+                               coverage=coverage, attention=attention))
+
+
+def _pointer_batch():
+    return {"src": tf.constant([[4, 1, 5, 1], [1, 2, 1, 0]]),
+            "src_ext": tf.constant([[4, 6, 5, 7], [6, 2, 7, 0]]),
+            "max_oovs": tf.constant(2),
+            "tgt_in": tf.constant([[2, 1, 4], [2, 1, 0]]),
+            "tgt_out": tf.constant([[6, 4, 3], [7, 3, 0]])}
+
+
+def test_coverage_loss_by_hand_and_oov_targets():
+    model = _pointer_model()
+    out = model.teacher_forced(_pointer_batch(), return_attention=True)
+    a = out["attention"].numpy()  # [B, T, N]
+    mask = np.array([[1, 1, 1], [1, 1, 0]], np.float32)
+    expected = np.zeros(B)
+    for b in range(B):
+        k = np.zeros(N)
+        for t in range(3):
+            expected[b] += mask[b, t] * np.minimum(a[b, t], k).sum()  # Eq. (9)
+            k += a[b, t]  # Eq. (7)
+    np.testing.assert_allclose(out["coverage"], expected, rtol=1e-5, atol=1e-7)
+    assert np.all(np.isfinite(out["nll"]))  # OOV targets (ids 6, 7) get copy probability
+
+
+def test_coverage_off_mode_has_no_coverage_loss_and_freezes_w_k():
+    model = _pointer_model()
+    batch = _pointer_batch()
+    model.set_mode(coverage=False)
+    with tf.GradientTape() as tape:
+        terms = model.loss_terms(batch)
+    assert float(terms["coverage"]) == 0.0
+    w_k = model.decoder.score.w_k
+    g = tape.gradient(terms["objective"], w_k)
+    assert g is None or float(tf.reduce_max(tf.abs(g))) == 0.0
+    model.set_mode(coverage=True)
+    with tf.GradientTape() as tape:
+        terms = model.loss_terms(batch)
+    assert float(terms["coverage"]) > 0.0
+    assert float(tf.reduce_max(tf.abs(tape.gradient(terms["objective"], w_k)))) > 0.0
+
+
+def test_pointer_beam_search_feeds_oovs_back_as_unk():
+    model = _pointer_model(attention="acvi")
+    out = model.decode(_pointer_batch(), beam_width=3, max_length=5)
+    ids = out["ids"].numpy()
+    assert ids.max() < V + 2  # within the extended vocabulary
+    assert np.all(np.isfinite(out["scores"].numpy()))
