@@ -142,7 +142,7 @@ class ACVI(ContextVariant):
         self.mixing = acvi_mixing or self.default_mixing
         _check("acvi_mixing", self.mixing, MIXING_MODES)
 
-    def prepare(self, memory, mask, training=False):
+    def prepare(self, memory, mask, training=False, targets=None):
         """log sigma^2(h_i) (Eq. 18) and each component's KL to the prior, once per source."""
         log_sigma_sq = self.log_sigma_sq_net(memory)
         return {"log_sigma_sq": log_sigma_sq,

@@ -2,7 +2,7 @@
 
 A context variant turns attention scores e_t into a context vector c_t:
 
-* ``prepare(memory, mask, training)`` runs once per source sequence and returns
+* ``prepare(memory, mask, training, targets)`` runs once per source sequence and returns
   a dict of per-source tensors (ACVI computes log sigma^2(h_i) here);
 * ``step(scores, memory_state, state, training)`` runs once per decoder step and
   returns ``(context, attention_probs, aux_losses, new_state)``.
@@ -45,7 +45,10 @@ class ContextVariant(keras.layers.Layer):
     def set_mode(self, **mode):
         """Receives trainer schedule modes (e.g. ``acvi_mixing='gumbel'``) at trace time."""
 
-    def prepare(self, memory, mask, training=False):
+    def prepare(self, memory, mask, training=False, targets=None):
+        """Per-source work. ``targets`` ([B, T] ids) is given when the reference is
+        known (training and validation loss), for variants with an inference
+        network over the target; it is None while decoding."""
         return {}
 
     def initial_state(self, batch_size):

@@ -46,11 +46,12 @@ class AttentionDecoder(keras.layers.Layer):
                 raise ValueError("coverage mode requested for a model built without coverage")
             self.coverage_active = bool(coverage) and self.use_coverage
 
-    def prepare(self, memory, mask, seed, training=False):
+    def prepare(self, memory, mask, seed, training=False, targets=None):
         """Per-source work done once: score keys (W_h h_i) and the variant's prepare()."""
         return {"memory": memory, "mask": mask, "seed": seed,
                 "keys": self.score.precompute(memory),
-                "variant": self.variant.prepare(memory, mask, training=training)}
+                "variant": self.variant.prepare(memory, mask, training=training,
+                                                targets=targets)}
 
     def initial_state(self, memory_state, lstm_state):
         memory = memory_state["memory"]

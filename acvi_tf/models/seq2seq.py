@@ -107,13 +107,19 @@ class Seq2Seq(keras.Model):
             return tf.sequence_mask(batch["src_len"], tf.shape(src)[1])
         return sequence_mask(src, self.config.pad_id)
 
-    def start(self, batch, training=False, seed=0):
-        """Encodes the source: ``(memory_state, initial decoder state)``."""
+    def start(self, batch, training=False, seed=0, with_targets=False):
+        """Encodes the source: ``(memory_state, initial decoder state)``.
+
+        ``with_targets`` hands ``batch["tgt_out"]`` to the variant's prepare()
+        (inference networks over the reference); decoding never does.
+        """
         seed = tf.cast(seed, tf.int32)
         mask = self.source_mask(batch)
         memory, finals = self.encoder(batch["src"], mask, training=training,
                                       seed=fold_seed(seed, 1))
-        memory_state = self.decoder.prepare(memory, mask, seed, training=training)
+        targets = batch["tgt_out"] if with_targets else None
+        memory_state = self.decoder.prepare(memory, mask, seed, training=training,
+                                            targets=targets)
         for key in ("src_ext", "max_oovs"):  # pointer-generator inputs, when present
             if key in batch:
                 memory_state[key] = batch[key]
@@ -130,7 +136,7 @@ class Seq2Seq(keras.Model):
         Returns a dict: ``nll`` [B] (summed masked token NLL), one [B] sum per
         aux loss name, ``num_tokens`` [B], and ``attention`` [B, T, N] if asked.
         """
-        memory_state, state = self.start(batch, training=training, seed=seed)
+        memory_state, state = self.start(batch, training=training, seed=seed, with_targets=True)
         tgt_in, tgt_out = batch["tgt_in"], batch["tgt_out"]
         tmask = tf.cast(sequence_mask(tgt_out, self.config.pad_id), tf.float32)
         batch_size, length = tf.shape(tgt_in)[0], tf.shape(tgt_in)[1]
