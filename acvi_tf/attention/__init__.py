@@ -9,6 +9,8 @@ from acvi_tf.attention.base import ATTENTION, ContextVariant, register_attention
 from acvi_tf.attention.scores import SCORES  # noqa: F401
 from acvi_tf.attention import soft  # noqa: F401  (registers "soft")
 from acvi_tf.attention import acvi  # noqa: F401  (registers "acvi")
+from acvi_tf.attention import structured  # noqa: F401  (registers "structured")
+from acvi_tf.attention import gaussian  # noqa: F401  (registers "gaussian")
 
 
 def get_attention(name):

@@ -1,6 +1,5 @@
 """Conventional soft attention, Eqs. (2)-(3)."""
 
-import tensorflow as tf
 
 from acvi_tf.attention.base import ContextVariant, register_attention, weighted_sum
 from acvi_tf.utils.ops import masked_softmax

