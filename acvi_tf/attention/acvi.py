@@ -43,22 +43,33 @@ def context_posterior(log_probs, memory, log_sigma_sq):
             tfd.Normal(loc=memory, scale=tf.exp(0.5 * log_sigma_sq)), reinterpreted_batch_ndims=1))
 
 
-def sample_components(memory, log_sigma_sq, seed):
-    """Eq. (24): c_ti = h_i + sigma(h_i) * eps_ti, one sample per component [B, N, D]."""
-    eps = tf.random.stateless_normal(tf.shape(memory), seed=seed, dtype=memory.dtype)
-    return memory + tf.exp(0.5 * log_sigma_sq) * eps
+def sample_mixed_context(weights, memory, log_sigma_sq, seed):
+    """Eqs. (24)-(25) / (23): c_t = sum_i w_i c_ti with c_ti = h_i + sigma(h_i) * eps_ti.
 
-
-def ancestral_sample(log_probs, components, seed):
-    """An exact sample of the mixture: component k ~ Cat(a_t) (Gumbel-max), then c_tk.
-
-    ``components`` are the Eq. (24) samples, so the sample is reparameterised in
-    the Gaussian part; the discrete choice carries no gradient.
+    Given the weights w (the attention a_t for Eq. 25, or the relaxed one-hot z_t
+    for Eq. 23), sum_i w_i sigma_i eps_ti with independent eps_ti has exactly the
+    law of sqrt(sum_i w_i^2 sigma_i^2) * eps with one eps ~ N(0, I_D). Sampling it
+    that way draws D normals per step instead of N x D, and stays reparameterised
+    in w, h and sigma.
     """
-    gumbel = -tf.math.log(-tf.math.log(
-        tf.random.stateless_uniform(tf.shape(log_probs), seed=seed, minval=1e-20, maxval=1.0)))
+    mean = weighted_sum(weights, memory)
+    std = tf.sqrt(weighted_sum(tf.square(weights), tf.exp(log_sigma_sq)) + 1e-20)
+    eps = tf.random.stateless_normal(tf.shape(mean), seed=seed, dtype=mean.dtype)
+    return mean + std * eps
+
+
+def ancestral_sample(log_probs, memory, log_sigma_sq, seed):
+    """An exact sample of the mixture (Eq. 19): k ~ Cat(a_t) (Gumbel-max), then c_tk (Eq. 24).
+
+    Reparameterised in the Gaussian part; the discrete choice carries no gradient.
+    """
+    gumbel = -tf.math.log(-tf.math.log(tf.random.stateless_uniform(
+        tf.shape(log_probs), seed=fold_seed(seed, 0), minval=1e-20, maxval=1.0)))
     k = tf.argmax(log_probs + gumbel, axis=-1, output_type=tf.int32)
-    return tf.gather(components, k, batch_dims=1)
+    mean = tf.gather(memory, k, batch_dims=1)
+    std = tf.exp(0.5 * tf.gather(log_sigma_sq, k, batch_dims=1))
+    eps = tf.random.stateless_normal(tf.shape(mean), seed=fold_seed(seed, 1), dtype=mean.dtype)
+    return mean + std * eps
 
 
 def relaxed_weights(logits, temperature, seed):
@@ -158,21 +169,17 @@ class ACVI(ContextVariant):
         log_probs = tf.nn.log_softmax(logits)
         kl_bound = kl_mixture_bound(probs, memory_state["variant"]["component_kl"])
         posterior = context_posterior(log_probs, memory, log_sigma_sq)
-        components = sample_components(memory, log_sigma_sq, fold_seed(seed, 2))
-        kl_samples = [components] + [
-            sample_components(memory, log_sigma_sq, fold_seed(seed, 2, j))
-            for j in range(1, self.kl_samples)]
         kl_mc = kl_mixture_mc(posterior, tf.stack([
-            ancestral_sample(log_probs, c, fold_seed(seed, 4, j))
-            for j, c in enumerate(kl_samples)]))
+            ancestral_sample(log_probs, memory, log_sigma_sq, fold_seed(seed, 4, j))
+            for j in range(self.kl_samples)]))
 
         if training or self.sample_at_decode:
             if self.mixing == "gumbel":
                 # Eq. (23): relaxed one-hot z_t ~ RelaxedOneHotCategorical(T, a_t).
-                z = relaxed_weights(logits, self.temperature, fold_seed(seed, 3))
-                context = weighted_sum(z, components)
+                weights = relaxed_weights(logits, self.temperature, fold_seed(seed, 3))
             else:
-                context = weighted_sum(probs, components)  # Eq. (25)
+                weights = probs  # Eq. (25)
+            context = sample_mixed_context(weights, memory, log_sigma_sq, fold_seed(seed, 2))
         else:
             # The posterior mean of Eq. (19).
             context = weighted_sum(probs, memory)

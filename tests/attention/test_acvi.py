@@ -47,9 +47,8 @@ def _mc_kl(scores, mask, memory, lss, samples, seed=0):
     logits = tf.where(mask, scores, -1e9)
     log_probs = tf.nn.log_softmax(logits)
     posterior = acvi_lib.context_posterior(log_probs, memory, lss)
-    draws = [acvi_lib.ancestral_sample(
-        log_probs, acvi_lib.sample_components(memory, lss, tf.constant([seed, j])),
-        tf.constant([seed, 10_000 + j])) for j in range(samples)]
+    draws = [acvi_lib.ancestral_sample(log_probs, memory, lss, tf.constant([seed, j]))
+             for j in range(samples)]
     return acvi_lib.kl_mixture_mc(posterior, tf.stack(draws)).numpy()
 
 
@@ -61,6 +60,27 @@ def test_monte_carlo_kl_converges_to_large_sample_estimate():
     for b in range(B):
         reference = _np_kl_large_sample(a[b], memory[b], lss[b], 200_000, rng)
         assert ours[b] == pytest.approx(reference, abs=0.08 + 0.03 * abs(reference))
+
+
+@pytest.mark.parametrize("mixing", ["weighted", "gumbel"])
+def test_mixed_context_has_the_law_of_the_per_component_sum(mixing):
+    """sum_i w_i (h_i + sigma_i eps_i), sampled per component in numpy (Eqs. 23-25), has the
+    mean and variance of our one-noise-vector sampler."""
+    scores, mask, memory, lss = _mixture()
+    logits = tf.where(mask, scores, -1e9)
+    if mixing == "weighted":
+        w = masked_softmax(scores, mask).numpy()
+    else:
+        w = acvi_lib.relaxed_weights(logits, 0.5, tf.constant([1, 2])).numpy()
+    draws = np.stack([acvi_lib.sample_mixed_context(w, memory, lss, tf.constant([9, j])).numpy()
+                      for j in range(3000)])
+    rng = np.random.default_rng(0)
+    eps = rng.normal(size=(3000,) + memory.shape)
+    brute = np.einsum("bn,sbnd->sbd", w, memory[None] + np.exp(0.5 * lss)[None] * eps)
+    np.testing.assert_allclose(draws.mean(0), brute.mean(0), atol=0.06)
+    np.testing.assert_allclose(draws.var(0), brute.var(0), rtol=0.15, atol=0.01)
+    np.testing.assert_allclose(draws.var(0), np.einsum("bn,bnd->bd", w ** 2, np.exp(lss)),
+                               rtol=0.15, atol=0.01)
 
 
 def test_single_component_kl_equals_closed_form():
