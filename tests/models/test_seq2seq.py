@@ -86,11 +86,12 @@ def test_beam_width_one_equals_greedy_and_beam_is_never_worse(variant):
     assert beam["attention"].shape[:2] == (3, 4)
 
 
-def test_beam_scores_match_teacher_forced_log_likelihood():
+@pytest.mark.parametrize("variant", attention.available())
+def test_beam_scores_match_teacher_forced_log_likelihood(variant):
     """The score beam search reports equals the model's own likelihood of that output."""
     import keras
     keras.utils.set_random_seed(0)
-    model = Seq2Seq(tiny_config(attention="acvi"))
+    model = Seq2Seq(tiny_config(attention=variant))
     batch = {k: tf.constant(v) for k, v in ReverseTask(vocab_size=V, batch_size=4).batch_at(3).items()}
     out = model.decode(batch, beam_width=3, max_length=5)
     ids, lengths = out["ids"].numpy()[:, 0], out["lengths"].numpy()[:, 0]

@@ -1,0 +1,445 @@
+"""Flags and helpers shared by every task CLI (translation, summarization, captioning).
+
+A task CLI calls :func:`define_flags` with its profiles (``{name: {flag: value}}``),
+then, in ``main``, :func:`apply_profile` (profile values become the defaults of
+the flags not given explicitly -- on the command line or in a ``--flagfile`` --
+so any explicit flag wins), and builds its configs with
+:func:`model_config_from_flags` / :func:`train_config_from_flags`.
+
+Every flag error names the flag: absl reports bad enum/number values itself
+(``flag --score=foo: value should be one of ...``); the checks here raise
+:class:`FlagError` (an ``app.UsageError``) whose message starts with ``--name``.
+"""
+
+import ast
+import dataclasses
+import inspect
+import json
+import os
+import shlex
+import sys
+import time
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+MODES = ("train_eval", "train", "eval", "decode")
+SCORES = ("additive", "multiplicative")
+HEADS = ("softmax", "pointer")
+OPTIMIZERS = ("adam", "sgd")
+LR_DECAYS = ("none", "luong")
+STRATEGIES = ("default", "mirrored", "multiworker")
+LENGTH_NORMALIZATIONS = ("none", "average", "gnmt")
+
+# Flags that describe the trained model (and so are restored from model_dir in
+# eval/decode modes) versus flags that only steer one run.
+MODEL_FLAGS = ("embed_dim", "encoder_units", "encoder_layers", "decoder_units", "decoder_layers",
+               "attention_units", "head_units", "score", "attention", "attention_option", "head",
+               "coverage", "coverage_weight", "dropout", "num_samples")
+TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "clip_norm",
+               "batch_size", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
+               "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices")
+DECODE_FLAGS = ("beam_width", "decode_max_length", "min_length", "length_normalization",
+                "alpha", "eval_beam_width", "eval_subset", "decode_batch_size")
+
+
+class FlagError(app.UsageError):
+    """A bad flag value; the message starts with the flag's name."""
+
+    def __init__(self, name, message):
+        super().__init__(f"--{name}: {message}")
+        self.flag = name
+
+
+def attention_choices():
+    """The ``--attention`` choices: the registry, never a hand-written list."""
+    from acvi_tf import attention
+    return list(attention.available())
+
+
+def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
+    """Defines the shared flags in ``flag_values``.
+
+    ``profiles`` maps a profile name to ``{flag_name: value}``; the values are
+    applied by :func:`apply_profile` as defaults of the flags not set explicitly.
+    ``modes`` are the ``--mode`` choices (the shared :data:`MODES` plus any of the task's).
+    """
+    fv = flag_values
+    d = _model_defaults()
+    # -- run --------------------------------------------------------------------------
+    flags.DEFINE_enum("profile", default_profile, sorted(profiles),
+                      "Hyper-parameter profile; any explicit flag overrides its values.",
+                      flag_values=fv)
+    flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs, vocabularies, "
+                        "decodes and results.json go here.", flag_values=fv)
+    flags.DEFINE_enum("mode", "train_eval", modes,
+                      "train_eval (default): train, then evaluate on dev and test; train; "
+                      "eval: evaluate a trained model_dir; decode: decode --input "
+                      "(task CLIs may add modes).", flag_values=fv)
+    flags.DEFINE_integer("seed", 0, "Run seed: parameters, data order, dropout, ACVI noise.",
+                         flag_values=fv)
+    flags.DEFINE_bool("xla", False, "XLA-compile the training step (batches are padded to "
+                      "--pad_multiple so few shapes are compiled).", flag_values=fv)
+    flags.DEFINE_enum("strategy", "default", STRATEGIES, "tf.distribute strategy.",
+                      flag_values=fv)
+    flags.DEFINE_integer("num_devices", 0, "mirrored: use this many local devices (0: all).",
+                         lower_bound=0, flag_values=fv)
+    flags.DEFINE_bool("dry_run", False, "Print the resolved command and check the data files "
+                      "of every split; exit 3 if any is missing or partial.", flag_values=fv)
+    flags.DEFINE_bool("allow_partial_data", False,
+                      "Train even when a dataset file is a partial copy (the results then "
+                      "say so); the paper profile refuses by default.", flag_values=fv)
+    # -- model ----------------------------------------------------------------------
+    flags.DEFINE_enum("attention", d.attention, attention_choices(),
+                      "Context variant (from the attention registry).", flag_values=fv)
+    flags.DEFINE_multi_string("attention_option", [],
+                              "key=value passed to the attention variant (repeatable); "
+                              "values are Python literals, e.g. kl_weight=0.5, "
+                              "kl_estimator='bound' (bare words are strings).",
+                              flag_values=fv)
+    flags.DEFINE_enum("score", d.score, SCORES, "Attention score: additive (Eq. 1) or "
+                      "multiplicative (Eq. 10).", flag_values=fv)
+    flags.DEFINE_enum("head", d.head, HEADS, "Output head.", flag_values=fv)
+    flags.DEFINE_integer("embed_dim", d.embed_dim, "Word embedding size.", lower_bound=1,
+                         flag_values=fv)
+    flags.DEFINE_integer("encoder_units", d.encoder_units, "BiLSTM units per direction.",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("encoder_layers", d.encoder_layers, "Stacked BiLSTM layers.",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("decoder_units", d.decoder_units, "Decoder LSTM units.", lower_bound=1,
+                         flag_values=fv)
+    flags.DEFINE_integer("decoder_layers", d.decoder_layers, "Stacked decoder LSTM layers.",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("attention_units", d.attention_units, "Additive score size.",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("head_units", d.head_units, "Hidden size of the output head (Eq. 4).",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_bool("coverage", d.coverage, "Coverage (Eqs. 8-9).", flag_values=fv)
+    flags.DEFINE_float("coverage_weight", d.coverage_weight, "lambda of Eq. 9.", lower_bound=0,
+                       flag_values=fv)
+    flags.DEFINE_float("dropout", d.dropout, "Dropout rate.", lower_bound=0.0, upper_bound=0.99,
+                       flag_values=fv)
+    flags.DEFINE_integer("num_samples", d.num_samples, "Monte-Carlo samples of the ELBO.",
+                         lower_bound=1, flag_values=fv)
+    # -- training ---------------------------------------------------------------------
+    t = _train_defaults()
+    flags.DEFINE_integer("train_steps", t.train_steps, "Optimiser steps.", lower_bound=0,
+                         flag_values=fv)
+    flags.DEFINE_enum("optimizer", t.optimizer, OPTIMIZERS, "Optimiser.", flag_values=fv)
+    flags.DEFINE_float("learning_rate", t.learning_rate, "Initial learning rate.",
+                       lower_bound=0.0, flag_values=fv)
+    flags.DEFINE_enum("lr_decay", t.lr_decay, LR_DECAYS,
+                      "luong: halve the SGD rate 4 times in the last third.", flag_values=fv)
+    flags.DEFINE_float("clip_norm", t.clip_norm, "Global-norm gradient clipping (0: off).",
+                       lower_bound=0.0, flag_values=fv)
+    flags.DEFINE_integer("batch_size", 64, "Training examples per batch.", lower_bound=1,
+                         flag_values=fv)
+    flags.DEFINE_integer("log_every", t.log_every, "Progress line / scalars every N steps.",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("eval_every", t.eval_every, "Validation every N steps (0: at the "
+                         "end only).", lower_bound=0, flag_values=fv)
+    flags.DEFINE_integer("checkpoint_every", t.checkpoint_every, "Checkpoint every N steps.",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("keep_checkpoints", t.keep_checkpoints, "Checkpoints kept.",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_float("gumbel_fraction", t.gumbel_fraction, "ACVI: Gumbel-Softmax mixing "
+                       "(Eq. 23) for this last fraction of training.", lower_bound=0.0,
+                       upper_bound=1.0, flag_values=fv)
+    flags.DEFINE_bool("progress", t.progress, "A progress bar on stderr.", flag_values=fv)
+    # -- decoding -----------------------------------------------------------------------
+    flags.DEFINE_integer("beam_width", 10, "Beam width of the final dev/test decode and of "
+                         "--mode=decode (1: greedy).", lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("decode_max_length", 50, "Most output tokens per hypothesis.",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("min_length", 0, "Fewest output tokens before the end token.",
+                         lower_bound=0, flag_values=fv)
+    flags.DEFINE_enum("length_normalization", "none", LENGTH_NORMALIZATIONS,
+                      "Beam score length normalization.", flag_values=fv)
+    flags.DEFINE_float("alpha", 0.6, "GNMT length penalty exponent.", lower_bound=0.0,
+                       flag_values=fv)
+    flags.DEFINE_integer("eval_beam_width", 1, "Beam width of the validation during "
+                         "training (1: greedy).", lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("eval_subset", 0, "Validation during training decodes the first N "
+                         "dev examples (0: all); the end of training always uses all.",
+                         lower_bound=0, flag_values=fv)
+    flags.DEFINE_integer("decode_batch_size", 64, "Sentences per decoding batch.",
+                         lower_bound=1, flag_values=fv)
+
+
+def _model_defaults():
+    from acvi_tf.models.seq2seq import ModelConfig
+    return ModelConfig()
+
+
+def _train_defaults():
+    from acvi_tf.training.trainer import TrainConfig
+    return TrainConfig(model_dir="")
+
+
+# ---------------------------------------------------------------------------
+# Profiles and validation
+# ---------------------------------------------------------------------------
+
+def explicit(name, flag_values=FLAGS):
+    """True when ``--name`` was given on the command line or in a flagfile."""
+    return bool(flag_values[name].present)
+
+
+def apply_profile(profiles, flag_values=FLAGS):
+    """Sets the profile's values as the defaults of the flags not set explicitly.
+
+    Returns the dict of values that were applied. Values are parsed by the flag
+    (so a bad profile entry fails like a bad command-line value).
+    """
+    fv = flag_values
+    profile = profiles[fv.profile]
+    applied = {}
+    for name, value in profile.items():
+        if name not in fv:
+            raise KeyError(f"profile {fv.profile!r} sets unknown flag --{name}")
+        if not explicit(name, fv):
+            fv.set_default(name, value)
+            applied[name] = value
+    fv.validate_all_flags()
+    return applied
+
+
+def parse_attention_options(values, attention=None):
+    """``["k=v", ...]`` -> dict of Python literals (bare words stay strings).
+
+    With ``attention``, every key must be a named parameter of that variant's
+    constructor. Errors are :class:`FlagError` naming ``--attention_option``.
+    """
+    out = {}
+    for item in values or []:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not key.isidentifier():
+            raise FlagError("attention_option", f"{item!r} is not key=value (e.g. kl_weight=0.5)")
+        raw = raw.strip()
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = raw
+        if key in out:
+            raise FlagError("attention_option", f"{key!r} is given twice")
+        out[key] = value
+    if attention is not None and out:
+        allowed = variant_options(attention)
+        unknown = sorted(set(out) - set(allowed))
+        if unknown:
+            raise FlagError("attention_option", f"{', '.join(unknown)} not an option of "
+                            f"--attention={attention}; its options are: "
+                            f"{', '.join(allowed) or '(none)'}")
+    return out
+
+
+def variant_options(attention):
+    """The named constructor parameters of an attention variant (its options)."""
+    from acvi_tf import attention as attention_lib
+    cls = attention_lib.get_attention(attention)
+    params = inspect.signature(cls.__init__).parameters
+    return [n for n, p in params.items()
+            if n not in ("self", "memory_dim") and p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                               p.KEYWORD_ONLY)]
+
+
+def model_config_from_flags(flag_values=FLAGS, **task_fields):
+    """A :class:`ModelConfig` from the model flags plus task fields (vocab sizes...)."""
+    from acvi_tf.models.seq2seq import ModelConfig
+    fv = flag_values
+    options = parse_attention_options(fv.attention_option, fv.attention)
+    if fv.dropout >= 1.0:
+        raise FlagError("dropout", f"{fv.dropout} must be below 1")
+    return ModelConfig(
+        embed_dim=fv.embed_dim, encoder_units=fv.encoder_units, encoder_layers=fv.encoder_layers,
+        decoder_units=fv.decoder_units, decoder_layers=fv.decoder_layers, score=fv.score,
+        attention_units=fv.attention_units, attention=fv.attention, attention_options=options,
+        head=fv.head, head_units=fv.head_units, coverage=fv.coverage,
+        coverage_weight=fv.coverage_weight, dropout=fv.dropout, num_samples=fv.num_samples,
+        **task_fields)
+
+
+def train_config_from_flags(model_dir, flag_values=FLAGS):
+    from acvi_tf.training.trainer import TrainConfig
+    fv = flag_values
+    if fv.optimizer != "sgd" and fv.lr_decay != "none":
+        raise FlagError("lr_decay", f"{fv.lr_decay!r} is the SGD step decay; use it with "
+                        f"--optimizer=sgd (got --optimizer={fv.optimizer})")
+    return TrainConfig(
+        model_dir=model_dir, train_steps=fv.train_steps, optimizer=fv.optimizer,
+        learning_rate=fv.learning_rate, lr_decay=fv.lr_decay, clip_norm=fv.clip_norm,
+        seed=fv.seed, jit_compile=fv.xla, log_every=fv.log_every, eval_every=fv.eval_every,
+        checkpoint_every=fv.checkpoint_every, keep_checkpoints=fv.keep_checkpoints,
+        gumbel_fraction=fv.gumbel_fraction, progress=fv.progress)
+
+
+def make_strategy(flag_values=FLAGS):
+    from acvi_tf.training.trainer import make_strategy as make
+    return make(flag_values.strategy, flag_values.num_devices or None)
+
+
+def require_model_dir(flag_values=FLAGS):
+    if not flag_values.model_dir:
+        raise FlagError("model_dir", "is required (where the checkpoints and results go)")
+    return os.path.abspath(flag_values.model_dir)
+
+
+def decode_options(flag_values=FLAGS, final=True):
+    fv = flag_values
+    return {"beam_width": fv.beam_width if final else fv.eval_beam_width,
+            "max_length": fv.decode_max_length, "min_length": fv.min_length,
+            "length_normalization": fv.length_normalization, "alpha": fv.alpha}
+
+
+# ---------------------------------------------------------------------------
+# Saved run settings (so eval/decode rebuild exactly the trained model)
+# ---------------------------------------------------------------------------
+
+def flag_dict(names, flag_values=FLAGS):
+    return {n: flag_values[n].value for n in names}
+
+
+def restore_saved_flags(saved, names, flag_values=FLAGS):
+    """Sets saved values for the flags in ``names`` not given explicitly.
+
+    An explicit value that differs from the saved one is an error naming the flag
+    (eval/decode must rebuild the trained model, not a different one).
+    """
+    fv = flag_values
+    for name in names:
+        if name not in saved:
+            continue
+        if explicit(name, fv):
+            if fv[name].value != saved[name]:
+                raise FlagError(name, f"{fv[name].value!r} differs from the trained model's "
+                                f"{saved[name]!r} (saved in the model_dir); drop the flag")
+            continue
+        fv.set_default(name, saved[name])
+
+
+def command_line(module, argv=None):
+    """The exact command that ran, as a shell-quoted string."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    return " ".join(["python", "-m", module] + [shlex.quote(a) for a in argv])
+
+
+def save_json(path, obj):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def load_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _jsonable(obj):
+    if dataclasses.is_dataclass(obj):
+        return dataclasses.asdict(obj)
+    if hasattr(obj, "item"):
+        return obj.item()
+    return str(obj)
+
+
+def update_results(model_dir, **fields):
+    """Merges ``fields`` into ``model_dir/results.json`` (created if absent)."""
+    path = os.path.join(model_dir, "results.json")
+    results = load_json(path) if os.path.exists(path) else {}
+    for key, value in fields.items():
+        if isinstance(value, dict) and isinstance(results.get(key), dict):
+            results[key] = {**results[key], **value}
+        else:
+            results[key] = value
+    save_json(path, results)
+    return results
+
+
+class Stopwatch:
+    def __init__(self):
+        self.start = time.time()
+
+    def seconds(self):
+        return time.time() - self.start
+
+
+def latest_checkpoint(model_dir):
+    import tensorflow as tf
+    return tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
+
+
+def restore_model(model, model_dir, build_batch):
+    """Builds ``model`` on ``build_batch`` and restores the Trainer's latest checkpoint.
+
+    The Trainer saves ``tf.train.Checkpoint(model=..., optimizer=..., step=...)``;
+    Keras 3 models are reached through the optimizer's variable list in that
+    object graph (a ``Checkpoint(model=model)`` alone restores nothing), so the
+    optimizer is rebuilt as in training (``train_config.json``) over the model's
+    trainable variables, and every restored weight is checked against the file.
+    Returns the step stored with the checkpoint. Raises ``FileNotFoundError``
+    naming the directory when there is no checkpoint.
+    """
+    import numpy as np
+    import tensorflow as tf
+    from acvi_tf.training.trainer import TrainConfig, make_optimizer
+    path = latest_checkpoint(model_dir)
+    if path is None:
+        raise FileNotFoundError(f"no checkpoint in {os.path.join(model_dir, 'ckpt')}; train "
+                                f"first (--mode=train or the default --mode=train_eval)")
+    model.build_for_checkpoint({k: tf.convert_to_tensor(v) for k, v in build_batch.items()})
+    config_path = os.path.join(model_dir, "train_config.json")
+    saved = load_json(config_path) if os.path.exists(config_path) else {}
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    train_config = TrainConfig(**{k: v for k, v in saved.items() if k in known
+                                  and k != "model_dir"}, model_dir=model_dir)
+    optimizer = make_optimizer(train_config)
+    optimizer.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    status = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(path)
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+    reader = tf.train.load_checkpoint(path)
+    keys = set(reader.get_variable_to_shape_map())
+    for i, v in enumerate(model.trainable_variables):
+        key = f"optimizer/_trainable_variables/{i}/.ATTRIBUTES/VARIABLE_VALUE"
+        if key in keys and not np.array_equal(reader.get_tensor(key), v.numpy()):
+            raise RuntimeError(f"{path}: weight {v.path} was not restored; the checkpoint "
+                               f"does not match this model")
+    return int(step.numpy())
+
+
+# ---------------------------------------------------------------------------
+# Results tables
+# ---------------------------------------------------------------------------
+
+def markdown_table(headers, rows, align=None):
+    """A GitHub markdown table; ``align`` is a string of 'l'/'r'/'c' per column."""
+    headers = [str(h) for h in headers]
+    align = align or "l" * len(headers)
+    marks = {"l": ":---", "r": "---:", "c": ":---:"}
+    lines = ["| " + " | ".join(headers) + " |",
+             "|" + "|".join(marks[a] for a in align) + "|"]
+    for row in rows:
+        if len(row) != len(headers):
+            raise ValueError(f"row {row} has {len(row)} cells, the table {len(headers)} columns")
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def _cell(value):
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def write_text(path, text):
+    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text if text.endswith("\n") else text + "\n")
