@@ -79,33 +79,42 @@ DATA_FLAGS = ("dataset", "src", "tgt", "variant", "min_count", "max_vocab_size",
 # Saved with the run (flags.txt reproduces it) but never restored from it.
 RUN_FLAGS = ("max_eval_lines", "pad_multiple", "allow_partial_data")
 
-common.define_flags(PROFILES, default_profile="cpu", modes=MODES)
-flags.DEFINE_enum("dataset", "multi30k", DATASETS, "Translation dataset (data registry name).")
-flags.DEFINE_string("src", None, "Source language (default: the dataset's first, e.g. en).")
-flags.DEFINE_string("tgt", None, "Target language (default: the dataset's other language).")
-flags.DEFINE_enum("variant", "tok", ("tok", "raw"), "Multi30k files: tok (official "
-                  "lowercased, tokenized; default) or raw.")
-flags.DEFINE_integer("min_count", 2, "Multi30k: words seen fewer times become <unk>.",
-                     lower_bound=1)
-flags.DEFINE_integer("max_vocab_size", None, "Cap on the word vocabularies (specials "
-                     "included).", lower_bound=5)
-flags.DEFINE_integer("bpe_vocab_size", 32_000, "WMT'16: shared sentencepiece BPE size.",
-                     lower_bound=100)
-flags.DEFINE_integer("max_train_lines", None, "Read only the first N training pairs.",
-                     lower_bound=1)
-flags.DEFINE_integer("max_eval_lines", None, "Evaluate on the first N dev/test pairs only "
-                     "(quick runs; the results say so).", lower_bound=1)
-flags.DEFINE_integer("max_length", 50, "Training length limit in tokens (both sides).",
-                     lower_bound=1)
-flags.DEFINE_enum("overlong", "filter", ("filter", "truncate"), "Training pairs beyond "
-                  "--max_length: drop them, or cut them (tensorflow/nmt).")
-flags.DEFINE_integer("num_buckets", 5, "Length buckets of the training batches.",
-                     lower_bound=1)
-flags.DEFINE_integer("pad_multiple", 0, "Pad batch lengths up to a multiple of this (fewer "
-                     "shapes for --xla); 0: no padding.", lower_bound=0)
-flags.DEFINE_string("input", None, "--mode=decode: the file to translate (default: stdin).")
-flags.DEFINE_string("output", None, "--mode=decode: where to write (default: stdout).")
+def define_flags(fv=FLAGS):
+    """Defines the shared flags (experiments.common) and the translation flags in ``fv``."""
+    common.define_flags(PROFILES, default_profile="cpu", modes=MODES, flag_values=fv)
+    kw = {"flag_values": fv}
+    flags.DEFINE_enum("dataset", "multi30k", DATASETS,
+                      "Translation dataset (data registry name).", **kw)
+    flags.DEFINE_string("src", None, "Source language (default: the dataset's first).", **kw)
+    flags.DEFINE_string("tgt", None, "Target language (default: the dataset's other one).",
+                        **kw)
+    flags.DEFINE_enum("variant", "tok", ("tok", "raw"), "Multi30k files: tok (official "
+                      "lowercased, tokenized; default) or raw.", **kw)
+    flags.DEFINE_integer("min_count", 2, "Multi30k: words seen fewer times become <unk>.",
+                         lower_bound=1, **kw)
+    flags.DEFINE_integer("max_vocab_size", None, "Cap on the word vocabularies (specials "
+                         "included).", lower_bound=5, **kw)
+    flags.DEFINE_integer("bpe_vocab_size", 32_000, "WMT'16: shared sentencepiece BPE size.",
+                         lower_bound=100, **kw)
+    flags.DEFINE_integer("max_train_lines", None, "Read only the first N training pairs.",
+                         lower_bound=1, **kw)
+    flags.DEFINE_integer("max_eval_lines", None, "Evaluate on the first N dev/test pairs "
+                         "only (quick runs; the results say so).", lower_bound=1, **kw)
+    flags.DEFINE_integer("max_length", 50, "Training length limit in tokens (both sides).",
+                         lower_bound=1, **kw)
+    flags.DEFINE_enum("overlong", "filter", ("filter", "truncate"), "Training pairs beyond "
+                      "--max_length: drop them, or cut them (tensorflow/nmt).", **kw)
+    flags.DEFINE_integer("num_buckets", 5, "Length buckets of the training batches.",
+                         lower_bound=1, **kw)
+    flags.DEFINE_integer("pad_multiple", 0, "Pad batch lengths up to a multiple of this "
+                         "(fewer shapes for --xla); 0: no padding.", lower_bound=0, **kw)
+    flags.DEFINE_string("input", None, "--mode=decode: the file to translate (default: "
+                        "stdin).", **kw)
+    flags.DEFINE_string("output", None, "--mode=decode: where to write (default: stdout).",
+                        **kw)
 
+
+define_flags()
 
 # ---------------------------------------------------------------------------
 # Flags -> settings

@@ -144,7 +144,7 @@ def test_bad_flags_and_missing_data_name_the_flag_or_file(tmp_path, env):
 
 def _fresh_flags():
     fv = flags.FlagValues()
-    common.define_flags(translate.PROFILES, "cpu", modes=translate.MODES, flag_values=fv)
+    translate.define_flags(fv)
     return fv
 
 
@@ -153,7 +153,7 @@ def test_shared_flags_profiles_and_attention_options(tmp_path):
     from acvi_tf.data import translation
     assert translate.DATASETS == translation.DATASETS
     fv = _fresh_flags()
-    assert fv["attention"].enum_values == attention.available()
+    assert fv["attention"].parser.enum_values == attention.available()
     with pytest.raises(flags.IllegalFlagValueError, match="--attention=nope"):
         fv(["prog", "--attention=nope"])
 
