@@ -798,10 +798,11 @@ def _spawn(spec, log):
     log(f"  {why}")
     size = PROFILES[spec["profile"]].sizes[spec["size"]]
     common = {"size": spec["size"], "xla": spec["xla"], "error": why}
+    shape = {"batch": size.batch, "src_len": size.src_len, "tgt_len": size.tgt_len}
+    variants = spec["variants"]
     return {"worker_exit_code": code, "flops": {},
-            "train": [dict(common, variant=v, batch=size.batch, src_len=size.src_len,
-                           tgt_len=size.tgt_len) for v in spec["variants"]] if spec["train"] else [],
-            "beam": [dict(common, variant=v) for v in spec["variants"]] if spec["beam"] else []}
+            "train": [dict(common, variant=v, **shape) for v in variants] if spec["train"] else [],
+            "beam": [dict(common, variant=v) for v in variants] if spec["beam"] else []}
 
 
 def _exit_reason(code):

@@ -414,6 +414,176 @@ def restore_model(model, model_dir, build_batch):
 
 
 # ---------------------------------------------------------------------------
+# One run directory, every task: settings, model, data protocol, batched decoding
+# ---------------------------------------------------------------------------
+
+def save_run_config(model_dir, module, names, extra=None, flag_values=FLAGS):
+    """Writes ``run_config.json`` and ``flags.txt`` (a flagfile that reproduces the run,
+    after the profile was applied) into ``model_dir``."""
+    fv = flag_values
+    resolved = flag_dict(names, fv)
+    resolved.update(extra or {})
+    save_json(os.path.join(model_dir, "run_config.json"),
+              {"flags": resolved, "profile": fv.profile, "command": command_line(module)})
+    with open(os.path.join(model_dir, "flags.txt"), "w", encoding="utf-8") as f:
+        f.write(f"--profile={fv.profile}\n")
+        for name in names:
+            for line in fv[name].serialize().split("\n"):
+                if line:
+                    f.write(line + "\n")
+
+
+def restore_run_config(model_dir, flag_values=FLAGS):
+    """Adopts the saved profile of ``model_dir``; returns the saved run config or None."""
+    path = os.path.join(model_dir, "run_config.json")
+    if not os.path.exists(path):
+        return None
+    saved = load_json(path)
+    if not explicit("profile", flag_values) and saved.get("profile"):
+        flag_values.set_default("profile", saved["profile"])
+    return saved
+
+
+def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLAGS):
+    """Profile + saved settings, in the order every task CLI needs them.
+
+    The saved run of ``model_dir`` fixes its profile and the flags in
+    ``restored_names`` (data and model: eval/decode must rebuild the trained
+    model); in eval/decode modes the run's decoding flags too, unless given now.
+    Returns the saved run config (None for a new directory).
+    """
+    fv = flag_values
+    saved = None
+    if model_dir and mode in ("eval", "decode", "train", "train_eval"):
+        saved = restore_run_config(model_dir, fv)
+    apply_profile(profiles, fv)
+    if saved:
+        restore_saved_flags(saved["flags"], restored_names, fv)
+        if mode in ("eval", "decode"):
+            for name in DECODE_FLAGS:
+                if name in saved["flags"] and not explicit(name, fv):
+                    fv.set_default(name, saved["flags"][name])
+    if saved is None and mode in ("eval", "decode"):
+        raise FlagError("model_dir", f"{model_dir} holds no trained model (run_config.json "
+                        f"is missing); train first")
+    return saved
+
+
+def build_model(config):
+    """The model a config names (``config.model`` when the config has it)."""
+    try:
+        from acvi_tf.models import build_model as build
+    except ImportError:
+        build = None
+    if build is not None:
+        return build(config)
+    from acvi_tf.models.seq2seq import Seq2Seq
+    return Seq2Seq(config)
+
+
+def check_model_config(model_dir, config):
+    """Saves ``model_config.json``; a resumed run must not change the model."""
+    from acvi_tf.models.seq2seq import ModelConfig
+    path = os.path.join(model_dir, "model_config.json")
+    if os.path.exists(path):
+        saved = ModelConfig.from_dict(load_json(path))
+        if saved != config:
+            raise FlagError("model_dir", f"{model_dir} holds a model with a different "
+                            f"configuration ({path}); use a new --model_dir")
+    save_json(path, config.__dict__)
+
+
+def load_model(model_dir, build_batch):
+    """Rebuilds the model saved in ``model_dir`` and restores its latest checkpoint;
+    returns ``(model, step)``."""
+    from acvi_tf.models.seq2seq import ModelConfig
+    path = os.path.join(model_dir, "model_config.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} not found: --model_dir={model_dir} holds no trained "
+                                f"model (train it first)")
+    model = build_model(ModelConfig.from_dict(load_json(path)))
+    step = restore_model(model, model_dir, build_batch)
+    return model, step
+
+
+def resumable_train_data(make_iterator, transform=None):
+    """The Trainer's data protocol over an iterator with ``state_dict``/``load_state_dict``.
+
+    ``make_iterator()`` gives a fresh iterator; the Trainer hands back the
+    position saved with a checkpoint, and the run continues from there.
+    """
+    def train_data(position):
+        it = make_iterator()
+        if position:
+            it.load_state_dict(position)
+        for batch in it:
+            yield (transform(batch) if transform else batch), it.state_dict()
+    return train_data
+
+
+def decode_in_batches(decode_fn, lengths, make_batch, batch_size, attention_for=()):
+    """Decodes items in length-sorted batches (less padding) and returns them in input order.
+
+    ``make_batch(indices)`` builds the model batch of those items; ``decode_fn``
+    returns ``ids`` [B, T], ``lengths`` [B] and optionally ``attention``
+    [B, T, N] of the best hypothesis. Items of length 0 decode to ``[]``.
+    Returns ``(hyp_ids, attention)``: a list of id lists and ``{index: [hyp_len,
+    src_len] array}`` for the indices in ``attention_for``.
+    """
+    import numpy as np
+    lengths = np.asarray(lengths)
+    order = np.argsort(-lengths, kind="stable")  # longest first: a slow batch shows early
+    hyp_ids = [[] for _ in range(len(lengths))]
+    attention = {}
+    wanted = set(attention_for)
+    todo = [i for i in order if lengths[i] > 0]
+    for start in range(0, len(todo), batch_size):
+        idx = todo[start:start + batch_size]
+        out = decode_fn(make_batch(idx))
+        ids = out["ids"].numpy()
+        lens = out["lengths"].numpy()
+        att = out["attention"].numpy() if "attention" in out and wanted else None
+        for row, i in enumerate(idx):
+            hyp_ids[i] = ids[row, :lens[row]].tolist()
+            if att is not None and i in wanted:
+                attention[i] = att[row, :max(int(lens[row]), 1), :lengths[i]]
+    return hyp_ids, attention
+
+
+def best_hypothesis_decoder(model, input_signature, beam_width=1, max_length=50, min_length=0,
+                            length_normalization="none", alpha=0.6):
+    """A tf.function batch -> best hypothesis (``ids``, ``lengths``, ``attention``)."""
+    import tensorflow as tf
+
+    def decode(batch):
+        out = model.decode(batch, beam_width=beam_width, max_length=max_length,
+                           min_length=min_length, length_normalization=length_normalization,
+                           alpha=alpha)
+        ids, lengths, attention = out["ids"], out["lengths"], out.get("attention")
+        if beam_width > 1:
+            ids, lengths = ids[:, 0], lengths[:, 0]
+            attention = attention[:, 0] if attention is not None else None
+        result = {"ids": ids, "lengths": lengths}
+        if attention is not None:
+            result["attention"] = attention
+        return result
+
+    return tf.function(decode, input_signature=[input_signature])
+
+
+def finish_results(model_dir, data, log=None):
+    """Merges a run's results into ``results.json``, adding the total wall time."""
+    path = os.path.join(model_dir, "results.json")
+    previous = load_json(path) if os.path.exists(path) else {}
+    train_seconds = data.get("train_wall_time_sec", previous.get("train_wall_time_sec", 0.0))
+    data = dict(data, wall_time_sec=train_seconds + data.get("eval_wall_time_sec", 0.0))
+    results = update_results(model_dir, **data)
+    if log:
+        log(f"results: {path}")
+    return results
+
+
+# ---------------------------------------------------------------------------
 # Results tables
 # ---------------------------------------------------------------------------
 

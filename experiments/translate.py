@@ -247,13 +247,8 @@ def _pad_to_multiple(batch, multiple):
 
 def make_train_data(batches, pad_multiple=0):
     """The Trainer's data protocol over a resumable :class:`Batches` pipeline."""
-    def train_data(position):
-        it = batches.iterator()
-        if position:
-            it.load_state_dict(position)
-        for batch in it:
-            yield _pad_to_multiple(batch, pad_multiple), it.state_dict()
-    return train_data
+    return common.resumable_train_data(batches.iterator,
+                                       lambda b: _pad_to_multiple(b, pad_multiple))
 
 
 # ---------------------------------------------------------------------------
@@ -275,48 +270,24 @@ class Translator:
         self.data = data
         self.beam_width = beam_width
         self.batch_size = batch_size
-
-        def decode(src):
-            out = model.decode({"src": src}, beam_width=beam_width, max_length=max_length,
-                               min_length=min_length, length_normalization=length_normalization,
-                               alpha=alpha)
-            ids, lengths, attention = out["ids"], out["lengths"], out.get("attention")
-            if beam_width > 1:  # the best hypothesis
-                ids, lengths = ids[:, 0], lengths[:, 0]
-                attention = attention[:, 0] if attention is not None else None
-            result = {"ids": ids, "lengths": lengths}
-            if attention is not None:
-                result["attention"] = attention
-            return result
-
-        self._decode = tf.function(decode, input_signature=[
-            tf.TensorSpec([None, None], tf.int32)])
+        self._decode = common.best_hypothesis_decoder(
+            model, {"src": tf.TensorSpec([None, None], tf.int32)}, beam_width=beam_width,
+            max_length=max_length, min_length=min_length,
+            length_normalization=length_normalization, alpha=alpha)
 
     def translate(self, src_ids, attention_for=()):
         import numpy as np
-        n = len(src_ids)
-        lengths = np.asarray([len(s) for s in src_ids])
-        order = np.argsort(-lengths, kind="stable")  # longest first: a slow batch shows early
-        hyp_ids = [[] for _ in range(n)]
-        attention = {}
-        wanted = set(attention_for)
-        todo = [i for i in order if lengths[i] > 0]  # an empty source gives an empty output
-        for start in range(0, len(todo), self.batch_size):
-            idx = todo[start:start + self.batch_size]
-            width = int(max(lengths[i] for i in idx))
-            src = np.zeros([len(idx), width], np.int32)
+        lengths = [len(s) for s in src_ids]
+
+        def make_batch(idx):
+            src = np.zeros([len(idx), max(lengths[i] for i in idx)], np.int32)
             for row, i in enumerate(idx):
                 src[row, :lengths[i]] = src_ids[i]
-            out = self._decode(src)
-            ids = out["ids"].numpy()
-            lens = out["lengths"].numpy()
-            att = out["attention"].numpy() if "attention" in out and wanted else None
-            for row, i in enumerate(idx):
-                hyp_ids[i] = ids[row, :lens[row]].tolist()
-                if att is not None and i in wanted:
-                    attention[i] = att[row, :max(int(lens[row]), 1), :lengths[i]]
-        hyps = self.data.decode_batch(hyp_ids)
-        return hyps, hyp_ids, attention
+            return {"src": src}
+
+        hyp_ids, attention = common.decode_in_batches(self._decode, lengths, make_batch,
+                                                      self.batch_size, attention_for)
+        return self.data.decode_batch(hyp_ids), hyp_ids, attention
 
 
 class Evaluator:
@@ -411,34 +382,7 @@ class Evaluator:
 def _save_run_config(model_dir, src, tgt, fv=FLAGS):
     names = (DATA_FLAGS + common.MODEL_FLAGS + common.TRAIN_FLAGS + common.DECODE_FLAGS
              + RUN_FLAGS)
-    resolved = common.flag_dict(names, fv)
-    resolved.update(src=src, tgt=tgt)
-    common.save_json(os.path.join(model_dir, "run_config.json"),
-                     {"flags": resolved, "profile": fv.profile,
-                      "command": common.command_line(MODULE)})
-    # A flagfile that reproduces the run exactly (after the profile was applied).
-    with open(os.path.join(model_dir, "flags.txt"), "w", encoding="utf-8") as f:
-        f.write(f"--profile={fv.profile}\n")
-        for name in names:
-            for line in fv[name].serialize().split("\n"):
-                if line:
-                    f.write(line + "\n")
-
-
-def _restore_run_config(model_dir, fv=FLAGS):
-    """Adopts the saved data/model settings (and the profile) of ``model_dir``."""
-    path = os.path.join(model_dir, "run_config.json")
-    if not os.path.exists(path):
-        return None
-    saved = common.load_json(path)
-    if not common.explicit("profile", fv) and saved.get("profile"):
-        fv.set_default("profile", saved["profile"])
-    return saved
-
-
-def _build_model(config):
-    from acvi_tf.models.seq2seq import Seq2Seq
-    return Seq2Seq(config)
+    common.save_run_config(model_dir, MODULE, names, {"src": src, "tgt": tgt}, fv)
 
 
 def _dummy_batch():
@@ -448,21 +392,12 @@ def _dummy_batch():
 
 
 def _load_model(model_dir):
-    from acvi_tf.models.seq2seq import ModelConfig
-    path = os.path.join(model_dir, "model_config.json")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} not found: --model_dir={model_dir} holds no trained "
-                                f"model (train it first)")
-    config = ModelConfig.from_dict(common.load_json(path))
-    model = _build_model(config)
-    step = common.restore_model(model, model_dir, _dummy_batch())
-    return model, step
+    return common.load_model(model_dir, _dummy_batch())
 
 
 def run_train(model_dir, src, tgt, fv=FLAGS):
     """Trains (resuming from model_dir if possible); returns (model, evaluator, info)."""
     from acvi_tf.data.translation import Batches
-    from acvi_tf.models.seq2seq import ModelConfig
     from acvi_tf.training.trainer import Trainer
     watch = common.Stopwatch()
     os.makedirs(model_dir, exist_ok=True)
@@ -476,18 +411,12 @@ def run_train(model_dir, src, tgt, fv=FLAGS):
     _log(f"train: {batches.num_examples:,} pairs ({batches.num_filtered:,} filtered), "
          f"{batches.num_batches():,} batches of <= {fv.batch_size} per epoch "
          f"({fv.train_steps / batches.num_batches():.2f} epochs in {fv.train_steps:,} steps)")
-    config_path = os.path.join(model_dir, "model_config.json")
     config = model_config(data, fv)
-    if os.path.exists(config_path):
-        saved = ModelConfig.from_dict(common.load_json(config_path))
-        if saved != config:
-            raise FlagError("model_dir", f"{model_dir} holds a model with a different "
-                            f"configuration ({config_path}); use a new --model_dir")
-    common.save_json(config_path, config.__dict__)
+    common.check_model_config(model_dir, config)
     _save_run_config(model_dir, src, tgt, fv)
     evaluator = Evaluator(data, fv)
     train_config = common.train_config_from_flags(model_dir, fv)
-    trainer = Trainer(lambda: _build_model(config), train_config,
+    trainer = Trainer(lambda: common.build_model(config), train_config,
                       make_train_data(batches, fv.pad_multiple), eval_fn=evaluator.eval_fn,
                       strategy=common.make_strategy(fv), log=_log)
     metrics = trainer.train()
@@ -530,13 +459,7 @@ def _finish(model_dir, src, tgt, split_results, eval_seconds, step, fv=FLAGS, sy
             "decode": common.decode_options(fv, final=True),
             "partial_eval": bool(fv.max_eval_lines)}
     data.update(extra or {})
-    path = os.path.join(model_dir, "results.json")
-    previous = common.load_json(path) if os.path.exists(path) else {}
-    train_seconds = data.get("train_wall_time_sec", previous.get("train_wall_time_sec", 0.0))
-    data["wall_time_sec"] = train_seconds + eval_seconds
-    results = common.update_results(model_dir, **data)
-    _log(f"results: {os.path.join(model_dir, 'results.json')}")
-    return results
+    return common.finish_results(model_dir, data, _log)
 
 
 def run_copy_baseline(model_dir, src, tgt, fv=FLAGS):
@@ -611,20 +534,7 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = FLAGS
     model_dir = common.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
-    saved = None
-    if model_dir and fv.mode in ("eval", "decode", "train", "train_eval"):
-        saved = _restore_run_config(model_dir, fv)
-    common.apply_profile(PROFILES, fv)
-    if saved:
-        common.restore_saved_flags(saved["flags"], DATA_FLAGS + common.MODEL_FLAGS, fv)
-        if fv.mode in ("eval", "decode"):
-            # The decoding settings of the training run, unless given now.
-            for name in common.DECODE_FLAGS:
-                if name in saved["flags"] and not common.explicit(name, fv):
-                    fv.set_default(name, saved["flags"][name])
-    if saved is None and fv.mode in ("eval", "decode"):
-        raise FlagError("model_dir", f"{model_dir} holds no trained model (run_config.json "
-                        f"is missing); train first")
+    common.resolve_run_flags(model_dir, fv.mode, PROFILES, DATA_FLAGS + common.MODEL_FLAGS, fv)
     check_flags(fv)
     src, tgt = resolve_languages(fv)
     if fv.dry_run:
