@@ -12,12 +12,14 @@ weights (Eq. 25, "weighted") or by a Gumbel-Softmax relaxed categorical sample
 (Eq. 23, "gumbel", temperature 0.5).
 """
 
+import math
+
 import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
 from acvi_tf.attention.base import ContextVariant, register_attention, weighted_sum
-from acvi_tf.utils.ops import fold_seed, masked_logits, masked_softmax
+from acvi_tf.utils.ops import fold_seed, masked_logits
 
 tfd = tfp.distributions
 
@@ -43,7 +45,46 @@ def context_posterior(log_probs, memory, log_sigma_sq):
             tfd.Normal(loc=memory, scale=tf.exp(0.5 * log_sigma_sq)), reinterpreted_batch_ndims=1))
 
 
-def sample_mixed_context(weights, memory, log_sigma_sq, seed):
+def mixture_terms(memory, log_sigma_sq):
+    """Per-source tensors of the mixture (Eq. 19), computed once in ``prepare``.
+
+    With precision P_i = exp(-log sigma_i^2), the component log-density is a
+    quadratic form in c,
+
+        log N(c | h_i, sigma_i^2) = -1/2 ([c^2; c] . [P_i; -2 h_i P_i] + r_i),
+        r_i = sum_d (h_id^2 P_id + log sigma_id^2) + D log(2 pi),
+
+    so each decoder step scores all N components with one batched
+    matrix-vector product (:func:`mixture_log_prob`) instead of N x D
+    elementwise work, forward and backward.
+    """
+    precision = tf.exp(-log_sigma_sq)
+    depth = tf.cast(tf.shape(memory)[-1], memory.dtype)
+    return {"log_sigma_sq": log_sigma_sq,
+            "sigma_sq": tf.exp(log_sigma_sq),
+            "quadratic": tf.concat([precision, -2.0 * memory * precision], axis=-1),
+            "offset": (tf.reduce_sum(tf.square(memory) * precision + log_sigma_sq, axis=-1)
+                       + depth * math.log(2.0 * math.pi)),
+            "component_kl": gaussian_kl_to_standard(memory, log_sigma_sq)}
+
+
+def mixture_log_prob(log_probs, terms, samples):
+    """log p(c; D) of Eq. (19): log sum_i a^i N(c | h_i, sigma_i^2), for many c at once.
+
+    ``log_probs`` [B, S, N] are masked log attention probabilities (padding has a
+    large negative value, hence zero weight), ``samples`` [B, S, D] one point
+    each, ``terms`` from :func:`mixture_terms`; returns [B, S]. One batched
+    matrix product scores every point against every component. Equal to tfp's
+    ``MixtureSameFamily.log_prob`` (tested); the expanded square loses float32
+    precision only when sigma^2 is tiny (absolute error ~1e-7 x sum_d c_d^2 / sigma_d^2).
+    """
+    features = tf.concat([tf.square(samples), samples], axis=-1)  # [B, S, 2D]
+    log_density = -0.5 * (tf.einsum("bse,bne->bsn", features, terms["quadratic"])
+                          + terms["offset"][:, None, :])
+    return tf.reduce_logsumexp(log_probs + log_density, axis=-1)
+
+
+def sample_mixed_context(weights, memory, sigma_sq, seed):
     """Eqs. (24)-(25) / (23): c_t = sum_i w_i c_ti with c_ti = h_i + sigma(h_i) * eps_ti.
 
     Given the weights w (the attention a_t for Eq. 25, or the relaxed one-hot z_t
@@ -53,7 +94,7 @@ def sample_mixed_context(weights, memory, log_sigma_sq, seed):
     in w, h and sigma.
     """
     mean = weighted_sum(weights, memory)
-    std = tf.sqrt(weighted_sum(tf.square(weights), tf.exp(log_sigma_sq)) + 1e-20)
+    std = tf.sqrt(weighted_sum(tf.square(weights), sigma_sq) + 1e-20)
     eps = tf.random.stateless_normal(tf.shape(mean), seed=seed, dtype=mean.dtype)
     return mean + std * eps
 
@@ -61,7 +102,9 @@ def sample_mixed_context(weights, memory, log_sigma_sq, seed):
 def ancestral_sample(log_probs, memory, log_sigma_sq, seed):
     """An exact sample of the mixture (Eq. 19): k ~ Cat(a_t) (Gumbel-max), then c_tk (Eq. 24).
 
-    Reparameterised in the Gaussian part; the discrete choice carries no gradient.
+    ``log_probs`` [B, N] or [B, S, N] (one draw per row), memory and
+    ``log_sigma_sq`` [B, N, D]; returns [B, D] or [B, S, D]. Reparameterised in
+    the Gaussian part; the discrete choice carries no gradient.
     """
     gumbel = -tf.math.log(-tf.math.log(tf.random.stateless_uniform(
         tf.shape(log_probs), seed=fold_seed(seed, 0), minval=1e-20, maxval=1.0)))
@@ -77,20 +120,27 @@ def relaxed_weights(logits, temperature, seed):
     return tfd.RelaxedOneHotCategorical(temperature, logits=logits).sample(seed=seed)
 
 
-def kl_mixture_mc(posterior, samples):
+def kl_mixture_mc(log_probs, terms, samples):
     """Monte-Carlo estimate of KL[p(c_t; D) || N(0, I)] (the KL term of Eq. 22).
 
-    The KL between a Gaussian mixture and a Gaussian has no closed form:
-    average log p(c) - log N(c; 0, I) over samples c ~ p(c_t; D) [K, B, D], with
-    log p(c) the mixture density of tfp's ``MixtureSameFamily``. The value is
-    unbiased. Its gradient flows through the Gaussian samples and through the
-    mixture weights inside log p(c), but not through the discrete component
-    choice (that score-function term is omitted: tfp's implicit
-    reparameterisation of the mixture costs a D x D Jacobian per step and does
-    not compile under XLA).
+    ``log_probs`` [B, T, N] (a_t of each step t), ``samples`` [B, T, K, D]: K
+    draws c ~ p(c_t; D) per step (:func:`ancestral_sample`); returns [B, T].
+    The KL between a Gaussian mixture and a Gaussian has no closed form: average
+    log p(c) - log N(c; 0, I) over the draws, with log p(c) the mixture density
+    (:func:`mixture_log_prob`). The value is unbiased. Its gradient flows
+    through the Gaussian samples and through the mixture weights inside log p(c),
+    but not through the discrete component choice (that score-function term is
+    omitted: tfp's implicit reparameterisation of the mixture costs a D x D
+    Jacobian per step and does not compile under XLA).
     """
-    prior = tfd.Independent(tfd.Normal(tf.zeros_like(samples), 1.0), reinterpreted_batch_ndims=1)
-    return tf.reduce_mean(posterior.log_prob(samples) - prior.log_prob(samples), axis=0)
+    shape = tf.shape(samples)
+    b, t, k, d = shape[0], shape[1], shape[2], shape[3]
+    flat = tf.reshape(samples, [b, t * k, d])
+    repeated = tf.repeat(log_probs, k, axis=1)  # [B, T*K, N], step-major like ``flat``
+    depth = tf.cast(d, samples.dtype)
+    log_prior = -0.5 * (tf.reduce_sum(tf.square(flat), axis=-1) + depth * math.log(2.0 * math.pi))
+    log_ratio = mixture_log_prob(repeated, terms, flat) - log_prior
+    return tf.reduce_mean(tf.reshape(log_ratio, [b, t, k]), axis=-1)
 
 
 def kl_mixture_bound(probs, component_kl):
@@ -122,6 +172,10 @@ class ACVI(ContextVariant):
     """
 
     aux_loss_names = ("kl", "kl_mc", "kl_bound")
+    # Only the reparameterised context feeds the next decoder step; the KL terms are
+    # computed after teacher forcing, for all steps at once (see deferred_aux).
+    deferred_names = ("log_probs",)
+    deferred_aux_names = aux_loss_names
 
     def __init__(self, memory_dim, sigma_net="mlp", mixing="weighted", temperature=0.5,
                  kl_estimator="mc", kl_samples=1, sample_at_decode=False, kl_weight=1.0,
@@ -154,24 +208,17 @@ class ACVI(ContextVariant):
         _check("acvi_mixing", self.mixing, MIXING_MODES)
 
     def prepare(self, memory, mask, training=False, targets=None):
-        """log sigma^2(h_i) (Eq. 18) and each component's KL to the prior, once per source."""
-        log_sigma_sq = self.log_sigma_sq_net(memory)
-        return {"log_sigma_sq": log_sigma_sq,
-                "component_kl": gaussian_kl_to_standard(memory, log_sigma_sq)}
+        """log sigma^2(h_i) (Eq. 18) and the mixture's per-source terms, once per source."""
+        return mixture_terms(memory, self.log_sigma_sq_net(memory))
 
     def step(self, scores, memory_state, state, training=False):
         memory, mask = memory_state["memory"], memory_state["mask"]
-        log_sigma_sq = memory_state["variant"]["log_sigma_sq"]
+        terms = memory_state["variant"]
         logits = masked_logits(scores, mask)
-        probs = masked_softmax(scores, mask)
         seed = fold_seed(memory_state["seed"], state["time"], 7919)
 
         log_probs = tf.nn.log_softmax(logits)
-        kl_bound = kl_mixture_bound(probs, memory_state["variant"]["component_kl"])
-        posterior = context_posterior(log_probs, memory, log_sigma_sq)
-        kl_mc = kl_mixture_mc(posterior, tf.stack([
-            ancestral_sample(log_probs, memory, log_sigma_sq, fold_seed(seed, 4, j))
-            for j in range(self.kl_samples)]))
+        probs = tf.exp(log_probs)
 
         if training or self.sample_at_decode:
             if self.mixing == "gumbel":
@@ -179,14 +226,34 @@ class ACVI(ContextVariant):
                 weights = relaxed_weights(logits, self.temperature, fold_seed(seed, 3))
             else:
                 weights = probs  # Eq. (25)
-            context = sample_mixed_context(weights, memory, log_sigma_sq, fold_seed(seed, 2))
+            context = sample_mixed_context(weights, memory, terms["sigma_sq"], fold_seed(seed, 2))
         else:
             # The posterior mean of Eq. (19).
             context = weighted_sum(probs, memory)
 
-        kl = kl_mc if self.kl_estimator == "mc" else kl_bound
-        aux = {"kl": kl, "kl_mc": kl_mc, "kl_bound": kl_bound}
+        aux = {"log_probs": log_probs}
         return context, probs, aux, state.get("variant", {})
+
+    def deferred_aux(self, per_step, memory_state, step_mask):
+        """Sum over valid steps of the MC KL and of the closed-form bound (both logged);
+        ``kl`` is the one ``kl_estimator`` names."""
+        terms = memory_state["variant"]
+        log_probs = per_step["log_probs"]  # [B, T, N]
+        shape = tf.shape(log_probs)
+        k = self.kl_samples
+        draws = ancestral_sample(tf.repeat(log_probs, k, axis=1), memory_state["memory"],
+                                 terms["log_sigma_sq"], fold_seed(memory_state["seed"], 7919, 4))
+        draws = tf.reshape(draws, [shape[0], shape[1], k, -1])  # K draws per step
+        kl_bound = kl_mixture_bound(tf.exp(log_probs), terms["component_kl"][:, None, :])
+        if self.kl_estimator == "mc":
+            kl_mc = kl_mixture_mc(log_probs, terms, draws)
+        else:  # logged only: no backward pass through it
+            kl_mc = kl_mixture_mc(*tf.nest.map_structure(tf.stop_gradient,
+                                                         (log_probs, terms, draws)))
+        sums = {"kl_mc": tf.reduce_sum(kl_mc * step_mask, axis=1),
+                "kl_bound": tf.reduce_sum(kl_bound * step_mask, axis=1)}
+        sums["kl"] = sums["kl_mc"] if self.kl_estimator == "mc" else sums["kl_bound"]
+        return sums
 
     def get_config(self):
         return {**super().get_config(), "sigma_net": self.sigma_net,

@@ -14,6 +14,14 @@ recurrent state from ``initial_state`` under ``"variant"``. Attention
 probabilities always come back, because the pointer and coverage need them.
 ``aux_losses`` maps names (``kl``, ``reinforce``, ...) to per-example [B]
 tensors; the model weights them by name (``loss_weights``) and logs them all.
+
+A variant may defer part of its aux work until teacher forcing has run every
+step: the per-step tensors named in ``deferred_names`` (returned in ``aux``,
+leading axis B) are stacked over time to [B, T, ...] and handed to
+``deferred_aux``, which returns per-example sums over the valid steps. Work
+that does not feed the next decoder step (ACVI's Monte-Carlo KL) then runs as
+one batched matrix product over all steps instead of T matrix-vector products,
+and decoding, which never asks for aux losses, skips it.
 """
 
 import keras
@@ -34,6 +42,8 @@ class ContextVariant(keras.layers.Layer):
     """
 
     aux_loss_names = ()
+    deferred_names = ()      # per-step tensors stacked for deferred_aux
+    deferred_aux_names = ()  # the aux_loss_names that deferred_aux (not step) returns
 
     def __init__(self, memory_dim, **kwargs):
         super().__init__(**kwargs)
@@ -44,6 +54,7 @@ class ContextVariant(keras.layers.Layer):
 
     def set_mode(self, **mode):
         """Receives trainer schedule modes (e.g. ``acvi_mixing='gumbel'``) at trace time."""
+        return None  # a docstring-only body trips AutoGraph when traced
 
     def prepare(self, memory, mask, training=False, targets=None):
         """Per-source work. ``targets`` ([B, T] ids) is given when the reference is
@@ -56,6 +67,11 @@ class ContextVariant(keras.layers.Layer):
 
     def step(self, scores, memory_state, state, training=False):
         raise NotImplementedError
+
+    def deferred_aux(self, per_step, memory_state, step_mask):
+        """Aux sums from the stacked ``deferred_names`` tensors ([B, T, ...] each) and
+        ``step_mask`` [B, T] (1.0 for real target positions): ``{name: [B]}``."""
+        return {}
 
     def get_config(self):
         return {**super().get_config(), "memory_dim": self.memory_dim}

@@ -140,28 +140,37 @@ class Seq2Seq(keras.Model):
         tgt_in, tgt_out = batch["tgt_in"], batch["tgt_out"]
         tmask = tf.cast(sequence_mask(tgt_out, self.config.pad_id), tf.float32)
         batch_size, length = tf.shape(tgt_in)[0], tf.shape(tgt_in)[1]
-        names = self.aux_names()
+        deferred = tuple(self.variant.deferred_names)
+        names = [n for n in self.aux_names() if n not in self.variant.deferred_aux_names]
         zeros = tf.zeros([batch_size], tf.float32)
         sums = {"nll": zeros, **{n: zeros for n in names}}
-        attn = tf.TensorArray(tf.float32, size=length) if return_attention else None
+        # Per-step tensors collected for the variant's deferred_aux (and the attention).
+        arrays = {n: tf.TensorArray(tf.float32, size=length) for n in deferred}
+        if return_attention:
+            arrays["attention"] = tf.TensorArray(tf.float32, size=length)
 
-        def body(t, state, sums, attn):
+        def body(t, state, sums, arrays):
             log_probs, state, extras = self.step(tgt_in[:, t], state, memory_state, training)
             m = tmask[:, t]
             target_lp = tf.gather(log_probs, tgt_out[:, t], batch_dims=1)
             new = {"nll": sums["nll"] - target_lp * m}
             for n in names:
                 new[n] = sums[n] + extras["aux"][n] * m
-            if attn is not None:
-                attn = attn.write(t, extras["attention"])
-            return t + 1, state, new, attn
+            arrays = {n: a.write(t, extras["attention"] if n == "attention" else extras["aux"][n])
+                      for n, a in arrays.items()}
+            return t + 1, state, new, arrays
 
-        loop_vars = (tf.constant(0), state, sums, attn if attn is not None else 0)
-        _, _, sums, attn_out = _run_loop(body, loop_vars, length, return_attention)
+        _, _, sums, arrays = tf.while_loop(
+            lambda t, *_: t < length, body, (tf.constant(0), state, sums, arrays),
+            maximum_iterations=length)  # XLA needs the bound for gradients
+        stacked = {n: _batch_major(a.stack()) for n, a in arrays.items()}
         out = dict(sums)
+        if deferred:
+            out.update(self.variant.deferred_aux({n: stacked[n] for n in deferred},
+                                                 memory_state, tmask))
         out["num_tokens"] = tf.reduce_sum(tmask, axis=1)
         if return_attention:
-            out["attention"] = tf.transpose(attn_out.stack(), [1, 0, 2])
+            out["attention"] = stacked["attention"]
         return out
 
     def loss_terms(self, batch, training=False, seed=0):
@@ -216,16 +225,6 @@ class Seq2Seq(keras.Model):
         return cls(ModelConfig.from_dict(config["config"]))
 
 
-def _run_loop(body, loop_vars, length, return_attention):
-    """tf.while_loop over decoder steps (kept separate so the attention buffer is optional)."""
-    if return_attention:
-        return tf.while_loop(lambda t, *_: t < length, body, loop_vars,
-                             maximum_iterations=length)
-    t0, state, sums, _ = loop_vars
-
-    def body_no_attn(t, state, sums):
-        return body(t, state, sums, None)[:3]
-
-    t, state, sums = tf.while_loop(lambda t, *_: t < length, body_no_attn, (t0, state, sums),
-                                   maximum_iterations=length)  # XLA needs the bound for gradients
-    return t, state, sums, None
+def _batch_major(x):
+    """[T, B, ...] -> [B, T, ...]."""
+    return tf.transpose(x, tf.concat([[1, 0], tf.range(2, tf.rank(x))], axis=0))

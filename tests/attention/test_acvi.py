@@ -46,10 +46,32 @@ def _np_kl_large_sample(a, mu, lss, n, rng):
 def _mc_kl(scores, mask, memory, lss, samples, seed=0):
     logits = tf.where(mask, scores, -1e9)
     log_probs = tf.nn.log_softmax(logits)
-    posterior = acvi_lib.context_posterior(log_probs, memory, lss)
     draws = [acvi_lib.ancestral_sample(log_probs, memory, lss, tf.constant([seed, j]))
              for j in range(samples)]
-    return acvi_lib.kl_mixture_mc(posterior, tf.stack(draws)).numpy()
+    terms = acvi_lib.mixture_terms(tf.constant(memory), tf.constant(lss))
+    # one decoder step (T = 1) with `samples` draws
+    kl = acvi_lib.kl_mixture_mc(log_probs[:, None], terms, tf.stack(draws, axis=1)[:, None])
+    return kl[:, 0].numpy()
+
+
+@pytest.mark.parametrize("seed,scale,shift", [(0, 0.5, 0.0), (1, 1.0, -4.0), (2, 1.0, 3.0)])
+def test_mixture_log_prob_equals_tfp_mixture(seed, scale, shift):
+    """The quadratic-form density of Eq. (19) against tfp's MixtureSameFamily and numpy."""
+    scores, mask, memory, _ = _mixture(seed)
+    rng = np.random.default_rng(seed + 10)
+    lss = (shift + scale * rng.normal(size=[B, N, D])).astype(np.float32)
+    log_probs = tf.nn.log_softmax(tf.where(mask, scores, -1e9))
+    x = (2.0 * rng.normal(size=[7, B, D])).astype(np.float32)
+    ours = acvi_lib.mixture_log_prob(
+        tf.repeat(log_probs[:, None], 7, axis=1),
+        acvi_lib.mixture_terms(tf.constant(memory), tf.constant(lss)),
+        np.transpose(x, [1, 0, 2])).numpy().T
+    reference = acvi_lib.context_posterior(log_probs, memory, lss).log_prob(x).numpy()
+    np.testing.assert_allclose(ours, reference, rtol=1e-4, atol=1e-3)
+    a = masked_softmax(scores, mask).numpy()
+    for b in range(B):
+        np.testing.assert_allclose(ours[:, b], _np_mixture_logpdf(x[:, b], a[b], memory[b], lss[b]),
+                                   rtol=1e-4, atol=1e-3)
 
 
 def test_monte_carlo_kl_converges_to_large_sample_estimate():
@@ -72,7 +94,7 @@ def test_mixed_context_has_the_law_of_the_per_component_sum(mixing):
         w = masked_softmax(scores, mask).numpy()
     else:
         w = acvi_lib.relaxed_weights(logits, 0.5, tf.constant([1, 2])).numpy()
-    draws = np.stack([acvi_lib.sample_mixed_context(w, memory, lss, tf.constant([9, j])).numpy()
+    draws = np.stack([acvi_lib.sample_mixed_context(w, memory, np.exp(lss), tf.constant([9, j])).numpy()
                       for j in range(3000)])
     rng = np.random.default_rng(0)
     eps = rng.normal(size=(3000,) + memory.shape)
@@ -111,10 +133,19 @@ def test_closed_form_bound_is_never_below_the_kl(seed, spread):
 def _step(variant, scores, mask, memory, lss, training, time=0):
     memory_state = {"memory": tf.constant(memory), "mask": tf.constant(mask),
                     "seed": tf.constant(11),
-                    "variant": {"log_sigma_sq": tf.constant(lss),
-                                "component_kl": acvi_lib.gaussian_kl_to_standard(memory, lss)}}
-    return variant.step(tf.constant(scores), memory_state,
-                        {"time": tf.constant(time), "variant": {}}, training=training)
+                    "variant": acvi_lib.mixture_terms(tf.constant(memory), tf.constant(lss))}
+    context, probs, aux, state = variant.step(tf.constant(scores), memory_state,
+                                              {"time": tf.constant(time), "variant": {}},
+                                              training=training)
+    return context, probs, _one_step_aux(variant, aux, memory_state), state
+
+
+def _one_step_aux(variant, aux, memory_state):
+    """The aux losses of one step: the step's own plus its deferred ones (T = 1)."""
+    per_step = {n: aux[n][:, None] for n in variant.deferred_names}
+    out = {n: v for n, v in aux.items() if n not in variant.deferred_names}
+    out.update(variant.deferred_aux(per_step, memory_state, tf.ones([B, 1])))
+    return out
 
 
 @pytest.mark.parametrize("mixing", ["weighted"])
@@ -148,12 +179,12 @@ def test_gradients_reach_attention_logits(mixing):
     variant = ACVI(D, mixing=mixing)
     s = tf.Variable(scores)
     memory_state = {"memory": tf.constant(memory), "mask": tf.constant(mask), "seed": tf.constant(3),
-                    "variant": {"log_sigma_sq": tf.constant(lss),
-                                "component_kl": acvi_lib.gaussian_kl_to_standard(memory, lss)}}
+                    "variant": acvi_lib.mixture_terms(tf.constant(memory), tf.constant(lss))}
     w = tf.constant(np.random.default_rng(0).normal(size=[D]).astype(np.float32))
     with tf.GradientTape(persistent=True) as tape:
         context, _, aux, _ = variant.step(s, memory_state, {"time": tf.constant(0), "variant": {}},
                                           training=True)
+        aux = _one_step_aux(variant, aux, memory_state)
         objective = tf.reduce_sum(context * w)
         kl = tf.reduce_sum(aux["kl"])
     for target in (objective, kl):

@@ -130,6 +130,24 @@ def test_num_samples_tiles_the_batch():
     assert float(terms["num_tokens"]) == pytest.approx(tokens)
 
 
+def test_deferred_acvi_kl_equals_per_step_sums():
+    """ACVI's KL terms are computed after the loop (deferred_aux): they must equal the
+    per-step sums over real target positions, here the closed-form bound
+    sum_t sum_i a_t^i KL_i recomputed from the returned attention."""
+    from acvi_tf.attention.acvi import gaussian_kl_to_standard
+    batch = {k: tf.constant(v) for k, v in
+             ReverseTask(vocab_size=V, batch_size=4, min_len=2, max_len=6).batch_at(3).items()}
+    model = Seq2Seq(tiny_config(attention="acvi"))
+    out = model.teacher_forced(batch, training=False, return_attention=True)
+    mask = model.source_mask(batch)
+    memory, _ = model.encoder(batch["src"], mask, training=False, seed=tf.constant(0))
+    component_kl = gaussian_kl_to_standard(memory, model.variant.log_sigma_sq_net(memory))
+    tmask = (batch["tgt_out"].numpy() != 0).astype(np.float32)
+    expected = np.einsum("btn,bn,bt->b", out["attention"].numpy(), component_kl.numpy(), tmask)
+    np.testing.assert_allclose(out["kl_bound"].numpy(), expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out["kl"].numpy(), out["kl_mc"].numpy())
+
+
 def test_unknown_variant_lists_choices():
     with pytest.raises(ValueError, match="soft"):
         Seq2Seq(tiny_config(attention="nope"))
