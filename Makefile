@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install test demo bench bench-quick lint table4 table4-cpu table4-dry-run
+.PHONY: help install test demo bench bench-quick lint table4 table4-cpu table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
 
 help:  ## this list
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -34,3 +34,25 @@ table4:  ## Table 4, paper profile, every row and direction (needs the full IWSL
 
 table4-dry-run:  ## check Table 4's data and print the commands it would run
 	$(PYTHON) -m experiments.tables run table4 --runs_root runs/table4 --out results/table4.md --dry_run
+
+table3-smoke:  ## Table 3 path on real MSVD captions + SYNTHETIC features (minutes; not results) -> results/table3_smoke.md
+	$(PYTHON) -m experiments.tables run table3-smoke --runs_root runs/table3_smoke --out results/table3_smoke.md
+
+table3-cpu:  ## Table 3 at CPU scale (needs real GoogLeNet features: see README) -> results/table3_cpu.md
+	$(PYTHON) -m experiments.tables run table3-cpu --runs_root runs/table3_cpu --out results/table3_cpu.md
+
+table3:  ## Table 3, paper profile, SA/structured/gaussian/ACVI (needs real GoogLeNet features and a GPU)
+	$(PYTHON) -m experiments.tables run table3 --runs_root runs/table3 --out results/table3.md
+
+lead3:  ## lead-3 baseline on all local CNN/DM test chunks, ROUGE + METEOR (minutes) -> results/lead3.md
+	$(PYTHON) -m experiments.tables run lead3 --runs_root runs/lead3 --out results/lead3.md
+
+table1-cpu:  ## Table 1/2 at CPU scale: pointer-generator soft vs acvi (+coverage) and lead-3 -> results/table1_cpu.md
+	$(PYTHON) -m experiments.tables run table1-cpu --runs_root runs/table1_cpu --out results/table1_cpu.md
+
+table1:  ## Table 1/2, paper profile (needs all 287,227 CNN/DM training pairs and a GPU; else says what to get)
+	$(PYTHON) -m experiments.tables run table1 --runs_root runs/table1 --out results/table1.md
+
+TABLE5_MODELS ?= runs/table1_cpu
+table5:  ## Table 5: DUC2004 with the Table 1 models in TABLE5_MODELS (default the CPU-scale runs) -> results/table5.md
+	$(PYTHON) -m experiments.tables run table5 --runs_root $(TABLE5_MODELS) --out results/table5.md

@@ -36,7 +36,8 @@ LENGTH_NORMALIZATIONS = ("none", "average", "gnmt")
 # eval/decode modes) versus flags that only steer one run.
 MODEL_FLAGS = ("embed_dim", "encoder_units", "encoder_layers", "decoder_units", "decoder_layers",
                "attention_units", "head_units", "score", "attention", "attention_option", "head",
-               "coverage", "coverage_weight", "dropout", "num_samples")
+               "coverage", "coverage_weight", "dropout", "num_samples", "model", "num_heads",
+               "ff_units", "transformer_layers", "latent", "latent_option")
 TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "clip_norm",
                "batch_size", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices")
@@ -50,6 +51,18 @@ class FlagError(app.UsageError):
     def __init__(self, name, message):
         super().__init__(f"--{name}: {message}")
         self.flag = name
+
+
+def model_choices():
+    """The ``--model`` choices: the model registry."""
+    from acvi_tf.models import model_names
+    return list(model_names())
+
+
+def latent_choices():
+    """The ``--latent`` choices: the latent registry."""
+    from acvi_tf import latent
+    return list(latent.available())
 
 
 def attention_choices():
@@ -91,6 +104,23 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                       "Train even when a dataset file is a partial copy (the results then "
                       "say so); the paper profile refuses by default.", flag_values=fv)
     # -- model ----------------------------------------------------------------------
+    flags.DEFINE_enum("model", d.model, model_choices(),
+                      "Architecture (from the model registry): seq2seq, the attentional "
+                      "LSTM machine whose context variant --attention picks; transformer, "
+                      "the Transformer baseline (--embed_dim, --transformer_layers, "
+                      "--num_heads, --ff_units, --dropout).", flag_values=fv)
+    flags.DEFINE_integer("num_heads", d.num_heads, "Transformer attention heads.",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("ff_units", d.ff_units, "Transformer feed-forward inner size.",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("transformer_layers", d.transformer_layers,
+                         "Transformer encoder layers and decoder layers (each).",
+                         lower_bound=1, flag_values=fv)
+    flags.DEFINE_enum("latent", d.latent, [""] + latent_choices(),
+                      "A latent variable outside attention (from the latent registry): "
+                      "'' (none) or ved (Bahuleyan et al.'s sentence latent).", flag_values=fv)
+    flags.DEFINE_multi_string("latent_option", [], "key=value passed to the latent "
+                              "(repeatable), e.g. latent_dim=64, feed=output.", flag_values=fv)
     flags.DEFINE_enum("attention", d.attention, attention_choices(),
                       "Context variant (from the attention registry).", flag_values=fv)
     flags.DEFINE_multi_string("attention_option", [],
@@ -206,43 +236,69 @@ def apply_profile(profiles, flag_values=FLAGS):
 
 
 def parse_attention_options(values, attention=None):
+    """``--attention_option`` values -> dict (see :func:`parse_options`)."""
+    allowed = variant_options(attention) if attention is not None else None
+    return parse_options(values, "attention_option", allowed, f"--attention={attention}")
+
+
+def parse_latent_options(values, latent=""):
+    """``--latent_option`` values -> dict (see :func:`parse_options`)."""
+    if values and not latent:
+        raise FlagError("latent_option", "given without --latent")
+    allowed = _constructor_options(_latent_class(latent)) if latent else None
+    return parse_options(values, "latent_option", allowed, f"--latent={latent}")
+
+
+def parse_options(values, flag, allowed=None, owner=""):
     """``["k=v", ...]`` -> dict of Python literals (bare words stay strings).
 
-    With ``attention``, every key must be a named parameter of that variant's
-    constructor. Errors are :class:`FlagError` naming ``--attention_option``.
+    With ``allowed``, every key must be one of them (the named parameters of the
+    class the options go to). Errors are :class:`FlagError` naming ``--flag``.
     """
     out = {}
     for item in values or []:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key or not key.isidentifier():
-            raise FlagError("attention_option", f"{item!r} is not key=value (e.g. kl_weight=0.5)")
+            raise FlagError(flag, f"{item!r} is not key=value (e.g. kl_weight=0.5)")
         raw = raw.strip()
         try:
             value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
             value = raw
         if key in out:
-            raise FlagError("attention_option", f"{key!r} is given twice")
+            raise FlagError(flag, f"{key!r} is given twice")
         out[key] = value
-    if attention is not None and out:
-        allowed = variant_options(attention)
+    if allowed is not None and out:
         unknown = sorted(set(out) - set(allowed))
         if unknown:
-            raise FlagError("attention_option", f"{', '.join(unknown)} not an option of "
-                            f"--attention={attention}; its options are: "
-                            f"{', '.join(allowed) or '(none)'}")
+            raise FlagError(flag, f"{', '.join(unknown)} not an option of {owner}; its "
+                            f"options are: {', '.join(allowed) or '(none)'}")
     return out
+
+
+def _latent_class(latent):
+    from acvi_tf import latent as latent_lib
+    if latent not in latent_lib.available():
+        raise FlagError("latent", f"{latent!r}: choose one of {', '.join(latent_lib.available())}")
+    return latent_lib.LATENTS.get(latent)
+
+
+# Filled in by the model from its config, never by the user.
+_INTERNAL_OPTIONS = ("self", "memory_dim", "target_vocab_size", "pad_id", "unk_id")
+
+
+def _constructor_options(cls):
+    params = inspect.signature(cls.__init__).parameters
+    return [n for n, p in params.items()
+            if n not in _INTERNAL_OPTIONS and p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                         p.KEYWORD_ONLY)]
 
 
 def variant_options(attention):
     """The named constructor parameters of an attention variant (its options)."""
     from acvi_tf import attention as attention_lib
-    cls = attention_lib.get_attention(attention)
-    params = inspect.signature(cls.__init__).parameters
-    return [n for n, p in params.items()
-            if n not in ("self", "memory_dim") and p.kind in (p.POSITIONAL_OR_KEYWORD,
-                                                               p.KEYWORD_ONLY)]
+    return _constructor_options(attention_lib.get_attention(attention))
 
 
 def model_config_from_flags(flag_values=FLAGS, **task_fields):
@@ -258,7 +314,15 @@ def model_config_from_flags(flag_values=FLAGS, **task_fields):
         attention_units=fv.attention_units, attention=fv.attention, attention_options=options,
         head=fv.head, head_units=fv.head_units, coverage=fv.coverage,
         coverage_weight=fv.coverage_weight, dropout=fv.dropout, num_samples=fv.num_samples,
-        **task_fields)
+        model=fv.model, num_heads=fv.num_heads, ff_units=fv.ff_units,
+        transformer_layers=fv.transformer_layers, latent=fv.latent,
+        latent_options=parse_latent_options(fv.latent_option, fv.latent), **task_fields)
+
+
+def system_name(flag_values=FLAGS):
+    """The row name of a run: the attention variant, or the architecture if not seq2seq."""
+    fv = flag_values
+    return fv.attention if fv.model == "seq2seq" else fv.model
 
 
 def train_config_from_flags(model_dir, flag_values=FLAGS):

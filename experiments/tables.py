@@ -74,8 +74,9 @@ TABLES = {"table4": TABLE4_RUNS, "table4-cpu": TABLE4_CPU_RUNS, "demo": DEMO_RUN
 # Reading results
 # ---------------------------------------------------------------------------
 
-def find_results(paths):
-    """results.json of every run under ``paths`` (a model_dir or a folder of them)."""
+def find_results(paths, task="translate", key="bleu"):
+    """results.json of every ``task`` run (holding ``key``) under ``paths`` (a model_dir
+    or a folder of them)."""
     found = []
     for path in paths:
         if os.path.isfile(path):
@@ -86,7 +87,7 @@ def find_results(paths):
             candidates = sorted(glob.glob(os.path.join(path, "*", "results.json")))
         for c in candidates:
             r = common.load_json(c)
-            if "bleu" in r and r.get("task") == "translate":
+            if key in r and r.get("task") == task:
                 r["_path"] = c
                 found.append(r)
     return found
@@ -263,6 +264,316 @@ RENDER = {"table4": table4, "table4-cpu": table4_cpu,
 
 
 # ---------------------------------------------------------------------------
+# Table 3: video captioning on MSVD (experiments/caption.py)
+# ---------------------------------------------------------------------------
+
+# Table 3 (raw scores, as printed): (val, test). SA, structured and ACVI are in every
+# version of the paper; variational attention (Deng et al. 2018) and VED (Bahuleyan
+# et al. 2018) rows are from the later version (papers/003_*).
+PAPER_TABLE3 = {
+    "soft": {"ROUGE-L": (0.5628, 0.5701), "CIDEr": (0.4575, 0.421)},
+    "structured": {"ROUGE-L": (0.5804, 0.5712), "CIDEr": (0.5071, 0.4283)},
+    "variational": {"ROUGE-L": (0.5809, 0.5716), "CIDEr": (0.5103, 0.4289)},
+    "ved": {"ROUGE-L": (0.5839, 0.5749), "CIDEr": (0.5421, 0.4298)},
+    "acvi": {"ROUGE-L": (0.5968, 0.5766), "CIDEr": (0.6039, 0.4375)},
+}
+CAPTION_METHODS = {
+    "soft": "SA (soft attention)", "structured": "Structured attention",
+    "variational": "Variational attention (Deng et al. 2018)",
+    "ved": "VED (Bahuleyan et al. 2018)",
+    "gaussian": "Gaussian variational attention (Bahuleyan et al. 2018)", "acvi": "ACVI"}
+# Our columns per run group: (metric, split).
+TABLE3_COLUMNS = (("ROUGE-L", "val"), ("ROUGE-L", "test"), ("CIDEr-D", "val"),
+                  ("CIDEr-D", "test"), ("BLEU-4", "test"), ("METEOR", "test"))
+SYNTHETIC_NOTE = (
+    "> **WARNING: SYNTHETIC FEATURES.** Every column group marked *SYNTHETIC features* "
+    "was produced from random vectors (`--synthetic_features`), not from any video. "
+    "Those numbers only show that the pipeline (features → training → beam search → "
+    "coco-caption scores) runs end to end; they say NOTHING about the paper or about "
+    "the attention variants.")
+
+
+def _caption_group(r):
+    label = _profile_label(r["profile"])
+    if r.get("synthetic_features"):
+        return f"{label}, SYNTHETIC features"
+    if not r.get("pretrained_features"):
+        return f"{label}, random-CNN features"
+    return label
+
+
+def table3(results, title="Table 3: video captioning on MSVD (Youtube2Text)"):
+    """The paper's Table 3 rows (methods), our runs grouped by profile and feature kind."""
+    groups = sorted({_caption_group(r) for r in results}) or [_profile_label("paper")]
+    headers = ["Method"]
+    for g in groups:
+        headers += [f"{g}: {m} {s}" for m, s in TABLE3_COLUMNS]
+    headers += ["paper (Table 3): ROUGE-L val", "paper (Table 3): ROUGE-L test",
+                "paper (Table 3): CIDEr val", "paper (Table 3): CIDEr test", "our run"]
+    ours = sorted({r["system"] for r in results} - set(PAPER_TABLE3))
+    rows, notes = [], _Footnotes()
+    for method in list(PAPER_TABLE3) + ours:
+        row, refs = [CAPTION_METHODS.get(method, method)], []
+        for g in groups:
+            r = next((x for x in results if x["system"] == method
+                      and _caption_group(x) == g), None)
+            if r is None:
+                row += [None] * len(TABLE3_COLUMNS)
+                continue
+            for metric, split in TABLE3_COLUMNS:
+                v = r["scores"].get(split, {}).get(metric)
+                row.append(None if v is None else f"{v:.4f}")
+            # The translation footnote's partial-eval note reads BLEU fields.
+            ref = notes.add(dict(r, partial_eval=False))
+            if r.get("partial_eval"):
+                ref += " (first clips only)"
+            refs.append(ref + (" §" if r.get("synthetic_features") else ""))
+        paper = PAPER_TABLE3.get(method)
+        row += (list(paper["ROUGE-L"]) + list(paper["CIDEr"])) if paper else [None] * 4
+        from acvi_tf import attention
+        registered = method in attention.available()
+        row.append(" ".join(refs) or ("not run" if registered else "not implemented here"))
+        rows.append(row)
+    rows = [[f"{c:.4f}" if isinstance(c, float) else c for c in row] for row in rows]
+    text = [f"# {title}", ""]
+    if any(r.get("synthetic_features") for r in results):
+        text += [SYNTHETIC_NOTE, ""]
+    text += [
+        common.markdown_table(headers, rows, "l" + "r" * (len(headers) - 2) + "l"),
+        "",
+        "Scores are raw (0-1), as Table 3 prints them: pycocoevalcap ROUGE-L and CIDEr-D "
+        "(the coco-caption \"CIDEr\"), BLEU-4 and METEOR 1.5, one beam-search caption per "
+        "clip against all its references, over the whole split (val: 100 clips; test: the "
+        "paper's last 600, or S2VT's 670 with --split_scheme=s2vt). Columns headed *ours* "
+        "are our runs; the columns headed *paper (Table 3)* quote the paper and are never "
+        "our results. § = synthetic features (not results). Gaussian variational attention "
+        "is the attention-level latent of Bahuleyan et al., not their VED row.",
+        "",
+        "Runs (the command that produced each number):",
+        "",
+        notes.render() or "(none yet)",
+    ]
+    return "\n".join(text)
+
+
+# Extra args per table on top of the flagfiles (experiments/configs/table3_*.flags).
+TABLE3_METHODS = ("soft", "structured", "gaussian", "acvi")
+TABLE3_RUNS = [(a, f"table3_{a}.flags", ["--noprogress"]) for a in TABLE3_METHODS]
+TABLE3_CPU_RUNS = [(a, f"table3_{a}.flags", ["--profile=cpu", "--noprogress"])
+                   for a in TABLE3_METHODS]
+# Minutes on 2 cores: real captions, SYNTHETIC features, a small model, greedy val
+# decoding during training and beam 5 at the end (at least 4 words: an under-trained
+# model's beam otherwise prefers the empty caption). A test of the path, not a result.
+TABLE3_SMOKE_ARGS = ["--profile=smoke", "--features=", "--synthetic_features",
+                     "--train_steps=300", "--embed_dim=32", "--encoder_units=32",
+                     "--decoder_units=64", "--attention_units=32", "--head_units=64",
+                     "--batch_size=32", "--learning_rate=5e-3", "--eval_every=0",
+                     "--checkpoint_every=300", "--log_every=50", "--beam_width=5",
+                     "--decode_max_length=20", "--min_length=4", "--noprogress"]
+TABLE3_SMOKE_RUNS = [(a, f"table3_{a}.flags", TABLE3_SMOKE_ARGS) for a in ("soft", "acvi")]
+CAPTION_TABLES = ("table3", "table3-cpu", "table3-smoke")
+TABLES.update({"table3": TABLE3_RUNS, "table3-cpu": TABLE3_CPU_RUNS,
+               "table3-smoke": TABLE3_SMOKE_RUNS})
+RENDER.update({
+    "table3": table3,
+    "table3-cpu": lambda rs: table3(rs, "Table 3 at CPU scale: video captioning on MSVD"),
+    "table3-smoke": lambda rs: table3(rs, "Table 3 smoke run: MSVD captions, SYNTHETIC "
+                                          "features (not results)")})
+
+
+# ---------------------------------------------------------------------------
+# Tables 1, 2 and 5: summarization (experiments/summarize.py)
+# ---------------------------------------------------------------------------
+
+# Table 1 (ROUGE-1, -2, -L F1; METEOR exact, full), the rows we can produce, keyed
+# (system, head, coverage, vocab size); the lead-3 row is See et al.'s.
+PAPER_TABLE1 = [
+    (("soft", "softmax", False, 150_000), "seq2seq with SA (150K vocabulary)",
+     (30.49, 11.17, 28.08, 11.65, 12.86)),
+    (("soft", "softmax", False, 50_000), "seq2seq with SA (50K vocabulary)",
+     (31.33, 11.81, 28.83, 12.03, 13.20)),
+    (("soft", "pointer", False, None), "pointer-generator (SA)", (36.44, 15.66, 33.42, 15.35, 16.65)),
+    (("soft", "pointer", True, None), "pointer-generator + coverage (SA)",
+     (39.53, 17.28, 36.38, 17.32, 18.72)),
+    (("structured", "pointer", False, None), "pointer-generator + structured attention",
+     (36.72, 15.84, 33.64, 15.43, 16.87)),
+    (("structured", "pointer", True, None), "pointer-generator + structured attention + coverage",
+     (40.12, 17.61, 36.74, 17.38, 18.93)),
+    (("acvi", "pointer", False, None), "pointer-generator + ACVI", (39.96, 17.41, 36.40, 16.68, 17.84)),
+    (("acvi", "pointer", True, None), "pointer-generator + ACVI + coverage",
+     (42.71, 19.24, 39.05, 18.47, 20.09)),
+    (("lead-3", None, False, None), "lead-3 baseline", (40.34, 17.70, 36.57, 20.48, 22.21)),
+]
+# Table 2 (pointer-generator + coverage): rates as printed (read as percentages).
+PAPER_TABLE2 = {"soft": (0.05, 1.16), "structured": (0.05, 1.18), "acvi": (0.38, 1.25)}
+# Table 5 of the ICLR version (DUC2004, ROUGE-1/2/L recall at 75 bytes).
+PAPER_TABLE5 = {"soft": ("SA", (27.02, 7.44, 22.69)),
+                "variational": ("Variational attention", (27.65, 7.58, 23.50)),
+                "ved": ("VED", (30.68, 9.97, 27.02)), "acvi": ("ACVI", (32.09, 10.88, 28.14))}
+SUMMARY_SCORES = ("rouge_1", "rouge_2", "rouge_l")
+
+
+def _summary_rows(results):
+    """(row key, scores dict, run) for every Table 1 row our runs give: each coverage
+    run gives a row without coverage (``no_coverage``) and one with it."""
+    rows = []
+    for r in results:
+        if r["system"] == "lead-3":
+            rows.append((("lead-3", None, False, None), r, r))
+            continue
+        system = r.get("attention") or r["system"]
+        vocab = r.get("vocab_size") if r.get("head") == "softmax" else None
+        if r.get("no_coverage"):
+            rows.append(((system, r["head"], False, vocab), r["no_coverage"], r))
+        rows.append(((system, r["head"], bool(r.get("coverage")), vocab), r, r))
+    return rows
+
+
+def _summary_notes(r):
+    notes = []
+    if r.get("partial_eval") and r.get("test_articles"):
+        notes.append(f"first {r['test_articles']:,} test articles")
+    if r.get("train_data_partial"):
+        notes.append("partial training data")
+    return notes
+
+
+def _match(key, want):
+    return key[:3] == want[:3] and (want[3] is None or key[3] == want[3])
+
+
+def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail"):
+    """Table 1's rows; ROUGE F1 and METEOR of our runs by profile; Table 2 below it."""
+    rows_ours = _summary_rows(results)
+    profiles = sorted({r["profile"] for _, _, r in rows_ours if r["system"] != "lead-3"}) \
+        or ["paper"]
+    metrics = ("R-1", "R-2", "R-L", "METEOR exact", "METEOR full")
+    headers = ["Method"]
+    for p in profiles:
+        headers += [f"{_profile_label(p)}: {m}" for m in metrics]
+    headers += [f"paper (Table 1): {m}" for m in metrics] + ["our run"]
+    rows, notes = [], _Footnotes()
+    for key, name, paper in PAPER_TABLE1:
+        row, refs = [name], []
+        for p in profiles:
+            hit = next(((s, r) for k, s, r in rows_ours if _match(k, key)
+                        and (r["profile"] == p or r["system"] == "lead-3")), None)
+            if hit is None:
+                row += [None] * len(metrics)
+                continue
+            s, r = hit
+            meteor = s.get("meteor") or {}
+            row += [s["rouge"][k] for k in SUMMARY_SCORES] + [meteor.get("exact"),
+                                                             meteor.get("full")]
+            ref = notes.add(dict(r, partial_eval=False, splits={}))
+            extra = _summary_notes(r)
+            if s is not r:
+                extra.append(f"at step {s.get('steps'):,}, before coverage")
+            refs.append(ref + (f" ({'; '.join(extra)})" if extra else ""))
+        row += list(paper) + [" ".join(dict.fromkeys(refs)) or "not run"]
+        rows.append(row)
+    table2_rows = []
+    for system, (nw, oov) in PAPER_TABLE2.items():
+        r = next((x for x in results if (x.get("attention") or x["system"]) == system
+                  and x.get("head") == "pointer" and x.get("novelty")), None)
+        ours = [r["novelty"]["novel_word_percent"], r["novelty"]["oov_adoption_percent"]] \
+            if r else [None, None]
+        table2_rows.append([METHODS.get(system, system)] + ours + [nw, oov,
+                           notes.add(dict(r, partial_eval=False, splits={})) if r else "not run"])
+    text = [
+        f"# {title}",
+        "",
+        common.markdown_table(headers, rows, "l" + "r" * (len(headers) - 2) + "l"),
+        "",
+        "ROUGE-1/2/L F1 from the official ROUGE-1.5.5 (See et al.'s options `-c 95 -2 -1 -U "
+        "-r 1000 -n 4 -w 1.2 -a -m`, one sentence per line); METEOR 1.5 in exact mode and "
+        "in full mode (exact, stem, synonym, paraphrase). Columns headed *ours* are our "
+        "runs; *paper (Table 1)* quotes the paper and is never our result. A coverage run "
+        "gives two rows: the model at the end of the last phase (before coverage) and the "
+        "final one. CPU-scale runs train on a 39,227-pair partial copy with reduced sizes "
+        "and are not comparable with the paper's numbers; the local test chunks are the "
+        "first 4,000 of 11,490 test articles (mostly CNN).",
+        "",
+        "## Table 2: novel words and OOV adoption (pointer-generator + coverage)",
+        "",
+        common.markdown_table(
+            ["Method", "ours: novel words %", "ours: OOV adoption %",
+             "paper (Table 2): novel words", "paper (Table 2): OOV adoption", "our run"],
+            table2_rows, "lrrrrl"),
+        "",
+        "Novel words: generated tokens absent from the full article; OOV adoption: generated "
+        "tokens that are article words outside the vocabulary (copied by the pointer); both "
+        "pooled over the test summaries, in percent (`acvi_tf/metrics/novelty.py`). The "
+        "paper does not define them; its numbers are read as percentages.",
+        "",
+        "Runs (the command that produced each number):",
+        "",
+        notes.render() or "(none yet)",
+    ]
+    return "\n".join(text)
+
+
+def table5(results, title="Table 5: DUC2004 with CNN/DailyMail-trained models"):
+    """DUC2004 transfer: ROUGE-1/2/L recall at 75 bytes, ours beside the paper's."""
+    results = [r for r in results if r.get("duc2004")]
+    profiles = sorted({r["profile"] for r in results}) or ["paper"]
+    headers = ["Model"]
+    for p in profiles:
+        headers += [f"{_profile_label(p)}: R-{m}" for m in ("1", "2", "L")]
+    headers += ["paper (Table 5): R-1", "paper (Table 5): R-2", "paper (Table 5): R-L",
+                "our run"]
+    rows, notes = [], _Footnotes()
+    systems = list(PAPER_TABLE5) + sorted({r["system"] for r in results} - set(PAPER_TABLE5))
+    for system in systems:
+        name, paper = PAPER_TABLE5.get(system, (METHODS.get(system, system), (None,) * 3))
+        row, refs = [name], []
+        for p in profiles:
+            r = next((x for x in results if x["system"] == system and x["profile"] == p), None)
+            if r is None:
+                row += [None] * 3
+                continue
+            row += [r["duc2004"][k] for k in SUMMARY_SCORES]
+            refs.append(notes.add(dict(r, command=r["duc2004"]["command"],
+                                       train_command=r.get("train_command"),
+                                       partial_eval=False, splits={})))
+        rows.append(row + list(paper) + [" ".join(refs) or "not run"])
+    return "\n".join([
+        f"# {title}",
+        "",
+        common.markdown_table(headers, rows, "l" + "r" * (len(headers) - 2) + "l"),
+        "",
+        "ROUGE-1/2/L recall against the 4 references, Rush et al.'s options `-c 95 -r 1000 "
+        "-n 2 -w 1.2 -a -m -b 75` (first 75 bytes of each summary). The models are the "
+        "pointer-generator + coverage runs of Table 1 (profile in the header), decoding the "
+        "500 first sentences of DUC2004. *paper (Table 5)* quotes the ICLR version.",
+        "",
+        "Runs (the command that produced each number):",
+        "",
+        notes.render() or "(none yet)",
+    ])
+
+
+SUMMARY_TABLES = ("table1", "table1-cpu", "table5", "lead3")
+TABLE1_RUNS = [("lead3", None, ["--mode=lead3", "--profile=paper"])] + [
+    (n, f"table1_{n}.flags", ["--noprogress"])
+    for n in ("pg_soft", "pg_acvi", "seq2seq_50k", "seq2seq_150k")]
+TABLE1_CPU_RUNS = [("lead3", None, ["--mode=lead3", "--profile=cpu"]),
+                   ("pg_soft", "table1_cpu_pg_soft.flags", ["--noprogress"]),
+                   ("pg_acvi", "table1_cpu_pg_acvi.flags", ["--noprogress"])]
+# make table5 decodes DUC2004 with the pointer-generator runs under --runs_root.
+TABLE5_RUNS = [(n, "table5_duc2004.flags", []) for n in ("pg_soft", "pg_acvi")]
+TABLES.update({"table1": TABLE1_RUNS, "table1-cpu": TABLE1_CPU_RUNS, "table5": TABLE5_RUNS,
+               "lead3": [("lead3", None, ["--mode=lead3", "--profile=paper"])]})
+RENDER.update({
+    "table1": table1,
+    "table1-cpu": lambda rs: table1(rs, "Table 1 at CPU scale: abstractive summarization "
+                                        "on CNN/DailyMail"),
+    "table5": table5,
+    "lead3": lambda rs: table1(rs, "The lead-3 baseline on the local CNN/DailyMail test "
+                                   "chunks")})
+
+
+# ---------------------------------------------------------------------------
 # Running a table
 # ---------------------------------------------------------------------------
 
@@ -297,6 +608,25 @@ def plan(table, runs_root):
     return out
 
 
+def plan_module_runs(table, runs_root, module):
+    """[(name, argv, model_dir, settings)] of ``TABLES[table]`` run by the CLI ``module``;
+    ``settings`` are the flagfile's and the extra args' ``--key=value`` pairs (bare
+    ``--flag`` / ``--noflag`` read as "true" / "false")."""
+    out = []
+    for name, flagfile, extra in TABLES[table]:
+        settings = {}
+        argv = [sys.executable, "-m", module]
+        if flagfile:
+            argv.append(f"--flagfile={os.path.relpath(os.path.join(CONFIG_DIR, flagfile))}")
+            settings.update(_read_flagfile(os.path.join(CONFIG_DIR, flagfile)))
+        for arg in extra:
+            key, sep, value = arg[2:].partition("=")
+            settings[key] = value if sep else ("false" if key.startswith("no") else "true")
+        model_dir = os.path.join(runs_root, name)
+        out.append((name, argv + list(extra) + [f"--model_dir={model_dir}"], model_dir, settings))
+    return out
+
+
 def _shell(argv):
     return " ".join(["python"] + [shlex.quote(a) for a in argv[1:]])
 
@@ -307,6 +637,12 @@ def _done(model_dir):
 
 
 def run_table(table, runs_root, out, dry_run=False, stream=None):
+    if table in SUMMARY_TABLES:  # CNN/DM chunks and trained models, not translation data
+        from experiments import summarize
+        return summarize.run_table(table, runs_root, out, dry_run, stream)
+    if table in CAPTION_TABLES:  # video features, not translation data, to check
+        from experiments import caption
+        return caption.run_table(table, runs_root, out, dry_run, stream)
     from experiments import translate  # imports TensorFlow; only needed here
     stream = stream or sys.stdout
     runs = plan(table, runs_root)
@@ -367,7 +703,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == "run":
         return run_table(args.table, args.runs_root, args.out, args.dry_run)
-    results = find_results(args.runs)
+    results = (find_results(args.runs, task="caption", key="scores")
+               if args.command in CAPTION_TABLES else
+               find_results(args.runs, task="summarize", key="rouge")
+               if args.command in SUMMARY_TABLES else find_results(args.runs))
     if not results:
         parser.error(f"--runs: no results.json of a translation run under {args.runs}")
     text = RENDER[args.command](results)

@@ -449,7 +449,7 @@ def run_eval(model, evaluator, model_dir, step, fv=FLAGS):
 def _finish(model_dir, src, tgt, split_results, eval_seconds, step, fv=FLAGS, system=None,
             extra=None):
     data = {"task": "translate", "dataset": fv.dataset, "src": src, "tgt": tgt,
-            "direction": f"{src}->{tgt}", "system": system or fv.attention,
+            "direction": f"{src}->{tgt}", "system": system or common.system_name(fv),
             "attention": None if system else fv.attention,
             "profile": fv.profile, "steps": step,
             "bleu": {s: r["bleu"] for s, r in split_results.items()},

@@ -11,6 +11,7 @@ from acvi_tf.attention import soft  # noqa: F401  (registers "soft")
 from acvi_tf.attention import acvi  # noqa: F401  (registers "acvi")
 from acvi_tf.attention import structured  # noqa: F401  (registers "structured")
 from acvi_tf.attention import gaussian  # noqa: F401  (registers "gaussian")
+from acvi_tf.attention import variational  # noqa: F401  (registers "variational")
 
 
 def get_attention(name):

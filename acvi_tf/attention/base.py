@@ -22,6 +22,15 @@ leading axis B) are stacked over time to [B, T, ...] and handed to
 that does not feed the next decoder step (ACVI's Monte-Carlo KL) then runs as
 one batched matrix product over all steps instead of T matrix-vector products,
 and decoding, which never asks for aux losses, skips it.
+
+A variant whose gradient estimator needs the output distribution for another
+context (Deng et al.'s REINFORCE baseline, :mod:`acvi_tf.attention.variational`)
+puts a dict under the reserved key ``FEEDBACK`` in ``aux``: ``contexts`` (a list
+of [B, D] contexts for the head to evaluate too) and optionally ``input_feed``
+(the context fed to the next decoder input instead of ``context``), plus its own
+entries. The decoder pops it, runs the head on each extra context, and merges
+``output_aux(log_probs, extra_log_probs, feedback, memory_state, state)`` into
+``aux``. Variants that never return ``FEEDBACK`` cost nothing extra.
 """
 
 import keras
@@ -31,6 +40,7 @@ from acvi_tf.registry import Registry
 
 ATTENTION = Registry("attention variant")
 register_attention = ATTENTION.register
+FEEDBACK = "feedback"  # the reserved aux key of the head-feedback hook (module docstring)
 
 
 class ContextVariant(keras.layers.Layer):
@@ -44,6 +54,9 @@ class ContextVariant(keras.layers.Layer):
     aux_loss_names = ()
     deferred_names = ()      # per-step tensors stacked for deferred_aux
     deferred_aux_names = ()  # the aux_loss_names that deferred_aux (not step) returns
+    # True: Seq2Seq passes target_vocab_size, pad_id and unk_id (an inference network
+    # over the target ids owns its own embedding).
+    uses_target_vocab = False
 
     def __init__(self, memory_dim, **kwargs):
         super().__init__(**kwargs)
@@ -71,6 +84,12 @@ class ContextVariant(keras.layers.Layer):
     def deferred_aux(self, per_step, memory_state, step_mask):
         """Aux sums from the stacked ``deferred_names`` tensors ([B, T, ...] each) and
         ``step_mask`` [B, T] (1.0 for real target positions): ``{name: [B]}``."""
+        return {}
+
+    def output_aux(self, log_probs, extra_log_probs, feedback, memory_state, state):
+        """Aux losses from the head's outputs (the ``FEEDBACK`` hook): ``log_probs`` on
+        ``context``, ``extra_log_probs`` on each of ``feedback["contexts"]``; ``state``
+        holds the step's ``time``. Returns ``{name: [B]}``."""
         return {}
 
     def get_config(self):

@@ -452,6 +452,59 @@ def make_example(article, abstract_sents, vocab, max_enc_steps=400, max_dec_step
     return Example(article, list(abstract_sents), enc_input, enc_ext, oovs, dec_input, target)
 
 
+class EncodedPairs:
+    """Training pairs encoded once, at the longest truncation of a run, as int32 arrays.
+
+    The phase schedule (Appendix A, Table 5) trains on ever longer prefixes of the
+    same articles; :meth:`example` cuts an example to a phase's lengths from
+    this store and returns exactly what :func:`make_example` would build from the
+    text at those lengths: article OOV ids are given in order of first occurrence,
+    so the OOVs of a prefix are a prefix of the OOV list, and a target OOV that
+    only occurs past the cut becomes ``[UNK]`` again. Memory: 4 bytes a token
+    (no Python strings but the OOV words), so a whole split fits.
+    """
+
+    def __init__(self, vocab, max_enc_steps, max_dec_steps):
+        self.vocab = vocab
+        self.max_enc_steps = int(max_enc_steps)
+        self.max_dec_steps = int(max_dec_steps)
+        self.enc_ext, self.abs_ext, self.oovs = [], [], []
+
+    def __len__(self):
+        return len(self.enc_ext)
+
+    def add(self, article, abstract_sents):
+        """Encodes one pair (raises ValueError for an empty article, as make_example)."""
+        words = split_words(article)[:self.max_enc_steps]
+        if not words:
+            raise ValueError("empty article")
+        enc_ext, oovs = article2ids(words, self.vocab)
+        # [START] + abstract is cut to max_dec_steps: later words are never used.
+        abstract_words = split_words(" ".join(abstract_sents))[:self.max_dec_steps]
+        self.enc_ext.append(np.asarray(enc_ext, np.int32))
+        self.abs_ext.append(np.asarray(abstract2ids(abstract_words, self.vocab, oovs), np.int32))
+        self.oovs.append(oovs)
+
+    def example(self, i, max_enc_steps=None, max_dec_steps=None):
+        """Pair ``i`` as an :class:`Example` at the given (shorter) lengths; its
+        ``article`` and ``abstract_sents`` are empty (training needs ids only)."""
+        enc = self.max_enc_steps if max_enc_steps is None else int(max_enc_steps)
+        dec = self.max_dec_steps if max_dec_steps is None else int(max_dec_steps)
+        if enc > self.max_enc_steps or dec > self.max_dec_steps:
+            raise ValueError(f"lengths {enc}/{dec} exceed the stored "
+                             f"{self.max_enc_steps}/{self.max_dec_steps}")
+        size, unk = len(self.vocab), self.vocab.unk_id
+        ext = self.enc_ext[i][:enc]
+        num_oovs = int(ext.max()) - size + 1 if ext.size and ext.max() >= size else 0
+        abstract = self.abs_ext[i]
+        dec_input, _ = _dec_inp_targ(np.where(abstract >= size, unk, abstract).tolist(), dec,
+                                     self.vocab.bos_id, self.vocab.eos_id)
+        _, target = _dec_inp_targ(np.where(abstract >= size + num_oovs, unk, abstract).tolist(),
+                                  dec, self.vocab.bos_id, self.vocab.eos_id)
+        return Example("", [], np.where(ext >= size, unk, ext), ext,
+                       self.oovs[i][:num_oovs], dec_input, target)
+
+
 TENSOR_KEYS = ("src", "src_ext", "src_len", "src_mask", "tgt_in", "tgt_out",
                "tgt_len", "tgt_mask", "max_oovs")
 

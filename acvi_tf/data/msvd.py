@@ -398,3 +398,37 @@ def counts_report(source="s2vt", paths=None, scheme="paper"):
         lines.append(f"  not used by the paper split: {len(PAPER_DROPPED_CLIPS)} clips "
                      f"({PAPER_DROPPED_CLIPS[0]}..{PAPER_DROPPED_CLIPS[-1]}), {dropped:,} captions")
     return lines
+
+
+# --------------------------------------------------------------------------------------
+# Videos (for feature extraction)
+# --------------------------------------------------------------------------------------
+
+VIDEO_EXTENSIONS = (".avi", ".mp4", ".webm", ".mkv", ".mov")
+
+
+def video_paths(videos_dir, mapping=None):
+    """``({vidN: video file}, [clip names without a file])`` for the MSVD videos.
+
+    ``videos_dir`` is the unpacked ``YouTubeClips.tar`` (``<YouTubeID>_<start>_<end>.avi``
+    per clip); the clip names map to ``vidN`` through ``mapping`` (default:
+    :func:`read_mapping`, the S2VT numbering the caption files use). Other
+    extensions in :data:`VIDEO_EXTENSIONS` are accepted for re-encoded copies.
+    """
+    import os
+    if not os.path.isdir(videos_dir):
+        raise DataError(f"{videos_dir}: not a directory of MSVD videos (unpack "
+                        f"YouTubeClips.tar from {MSVD.homepage} there)")
+    mapping = mapping if mapping is not None else read_mapping()
+    files = {}
+    for name in os.listdir(videos_dir):
+        stem, ext = os.path.splitext(name)
+        if ext.lower() in VIDEO_EXTENSIONS:
+            files.setdefault(stem, os.path.join(videos_dir, name))
+    found, missing = {}, []
+    for name, vid in sorted(mapping.items(), key=lambda kv: vid_number(kv[1])):
+        if name in files:
+            found[vid] = files[name]
+        else:
+            missing.append(name)
+    return found, missing

@@ -8,6 +8,7 @@ decoder.
 import keras
 import tensorflow as tf
 
+from acvi_tf.attention.base import FEEDBACK
 from acvi_tf.utils.ops import dropout, fold_seed
 
 
@@ -22,7 +23,7 @@ class AttentionDecoder(keras.layers.Layer):
     """
 
     def __init__(self, vocab_size, embed_dim, units, num_layers, score, variant, head,
-                 dropout=0.0, unk_id=1, use_coverage=False, **kwargs):
+                 dropout=0.0, unk_id=1, use_coverage=False, latent=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embed_dim = embed_dim
@@ -39,6 +40,7 @@ class AttentionDecoder(keras.layers.Layer):
         self.score = score
         self.variant = variant
         self.head = head
+        self.latent = latent  # optional acvi_tf.latent.Latent (VED's z, ...)
 
     def set_mode(self, coverage=None, **unused):
         if coverage is not None:
@@ -60,7 +62,9 @@ class AttentionDecoder(keras.layers.Layer):
                 "lstm": [tuple(s) for s in lstm_state],
                 "context": tf.zeros([batch, memory.shape[-1]], memory.dtype),
                 "coverage": tf.zeros(tf.shape(memory)[:2], memory.dtype),
-                "variant": self.variant.initial_state(batch)}
+                "variant": self.variant.initial_state(batch),
+                **({"latent": self.latent.initial_state(batch)} if self.latent is not None
+                   else {})}
 
     def step(self, input_ids, state, memory_state, training=False):
         """One decoder step: ``(log_probs [B, V'], new_state, extras)``.
@@ -74,8 +78,14 @@ class AttentionDecoder(keras.layers.Layer):
         ids = tf.where(input_ids < self.vocab_size, input_ids,
                        tf.cast(self.unk_id, input_ids.dtype))
         x = self.embedding(ids)
-        h = dropout(tf.concat([x, state["context"]], axis=-1), self.dropout_rate,
-                    fold_seed(seed, 0), training)
+        inputs, to_output, latent_aux = [x, state["context"]], None, {}
+        if self.latent is not None:
+            to_input, to_output, latent_aux, latent_state = self.latent.step(
+                memory_state["latent"], state["latent"],
+                {"time": t, "lstm": state["lstm"], "input": x}, training=training)
+            if to_input is not None:
+                inputs.append(to_input)
+        h = dropout(tf.concat(inputs, axis=-1), self.dropout_rate, fold_seed(seed, 0), training)
         new_lstm = []
         for i, cell in enumerate(self.cells):
             h, (h_i, c_i) = cell(h, list(state["lstm"][i]), training=training)
@@ -94,9 +104,22 @@ class AttentionDecoder(keras.layers.Layer):
             aux["coverage"] = (tf.reduce_sum(tf.minimum(probs, coverage), axis=-1)
                                if self.coverage_active else tf.zeros_like(probs[:, 0]))
         out = dropout(s_t, self.dropout_rate, fold_seed(seed, 2), training)
+        if to_output is not None:
+            out = tf.concat([out, to_output], axis=-1)
+        aux.update(latent_aux)
         log_probs, head_extras = self.head(out, context, x, probs, memory_state)
-        new_state = {"time": t + 1, "lstm": new_lstm, "context": context,
+        feed = context
+        feedback = aux.pop(FEEDBACK, None)
+        if feedback is not None:  # the variant asked for the head on other contexts
+            extra = [self.head(out, c, x, probs, memory_state)[0]
+                     for c in feedback.get("contexts", ())]
+            aux.update(self.variant.output_aux(log_probs, extra, feedback, memory_state,
+                                               {"time": t}))
+            feed = feedback.get("input_feed", context)
+        new_state = {"time": t + 1, "lstm": new_lstm, "context": feed,
                      "coverage": coverage + probs, "variant": variant_state}
+        if self.latent is not None:
+            new_state["latent"] = latent_state
         extras = {"attention": probs, "aux": aux, **head_extras}
         return log_probs, new_state, extras
 

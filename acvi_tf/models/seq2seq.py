@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from acvi_tf import attention as attention_lib
+from acvi_tf import latent as latent_lib
 from acvi_tf.attention.scores import SCORES
 from acvi_tf.models.decoder import AttentionDecoder
 from acvi_tf.models.encoder import Bridge, Encoder
@@ -39,6 +40,12 @@ class ModelConfig:
     unk_id: int = 1
     bos_id: int = 2
     eos_id: int = 3
+    latent: str = ""                   # latent outside attention ("ved"), from acvi_tf.latent
+    latent_options: dict = dataclasses.field(default_factory=dict)  # latent kwargs
+    model: str = "seq2seq"             # architecture, from acvi_tf.models.MODELS
+    num_heads: int = 4                 # Transformer: attention heads (embed_dim divisible by it)
+    ff_units: int = 1024               # Transformer: inner size of the position-wise FF layer
+    transformer_layers: int = 4        # Transformer: encoder layers and decoder layers (each)
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -70,30 +77,45 @@ class Seq2Seq(keras.Model):
         self.bridge = Bridge(c.decoder_units, c.decoder_layers, name="bridge")
         score_units = c.attention_units if c.score == "additive" else c.decoder_units
         score = SCORES.get(c.score)(score_units, use_coverage=c.coverage, name="score")
-        variant = attention_lib.get_attention(c.attention)(
-            memory_dim, name=c.attention, **c.attention_options)
+        variant_cls = attention_lib.get_attention(c.attention)
+        options = dict(c.attention_options)
+        if variant_cls.uses_target_vocab:  # an inference network over the reference ids
+            options = {"target_vocab_size": c.tgt_vocab_size, "pad_id": c.pad_id,
+                       "unk_id": c.unk_id, **options}
+        variant = variant_cls(memory_dim, name=c.attention, **options)
         head = HEADS.get(c.head)(c.tgt_vocab_size, c.head_units, name="head")
+        latent = (latent_lib.get_latent(c.latent)(name=c.latent, **c.latent_options)
+                  if c.latent else None)
         self.decoder = AttentionDecoder(c.tgt_vocab_size, c.embed_dim, c.decoder_units,
                                         c.decoder_layers, score, variant, head,
                                         dropout=c.dropout, unk_id=c.unk_id,
-                                        use_coverage=c.coverage, name="decoder")
+                                        use_coverage=c.coverage, latent=latent,
+                                        name="decoder")
 
     # -- the pieces ---------------------------------------------------------
     @property
     def variant(self):
         return self.decoder.variant
 
+    @property
+    def latent(self):
+        return self.decoder.latent
+
     def loss_weights(self):
         """How each named auxiliary loss enters the training loss."""
         weights = dict(self.variant.loss_weights())
         if self.config.coverage:
             weights["coverage"] = self.config.coverage_weight
+        if self.latent is not None:
+            weights.update(self.latent.loss_weights())
         return weights
 
     def aux_names(self):
         names = list(self.variant.aux_loss_names)
         if self.config.coverage:
             names.append("coverage")
+        if self.latent is not None:  # per-step latent losses (per-sequence ones are added once)
+            names.extend(self.latent.step_aux_names)
         return names
 
     def set_mode(self, **mode):
@@ -123,6 +145,9 @@ class Seq2Seq(keras.Model):
         for key in ("src_ext", "max_oovs"):  # pointer-generator inputs, when present
             if key in batch:
                 memory_state[key] = batch[key]
+        if self.latent is not None:
+            memory_state["latent"] = self.latent.prepare(memory, mask, finals, fold_seed(seed, 2),
+                                                         training=training, targets=targets)
         state = self.decoder.initial_state(memory_state, self.bridge(finals))
         return memory_state, state
 
@@ -165,6 +190,8 @@ class Seq2Seq(keras.Model):
             maximum_iterations=length)  # XLA needs the bound for gradients
         stacked = {n: _batch_major(a.stack()) for n, a in arrays.items()}
         out = dict(sums)
+        if self.latent is not None:
+            out.update(memory_state["latent"]["aux"])
         if deferred:
             out.update(self.variant.deferred_aux({n: stacked[n] for n in deferred},
                                                  memory_state, tmask))

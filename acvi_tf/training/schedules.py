@@ -112,12 +112,39 @@ class PhaseSchedule:
     def modes(self, step):
         return {"coverage": self.phase(step)["coverage"]}
 
-    def scaled(self, step_scale, length_scale=1.0, min_length=4):
+    def scaled(self, step_scale, length_scale=1.0, min_length=4, dec_length_scale=None):
+        """Phase ends times ``step_scale``, encoder lengths times ``length_scale`` and
+        decoder lengths times ``dec_length_scale`` (default: ``length_scale``)."""
+        dec_scale = length_scale if dec_length_scale is None else dec_length_scale
         phases = [(max(1, int(round(end * step_scale))),
                    max(min_length, int(round(enc * length_scale))),
-                   max(min_length, int(round(dec * length_scale))))
+                   max(min_length, int(round(dec * dec_scale))))
                   for end, enc, dec in self.phases]
         for i in range(1, len(phases)):  # keep end steps strictly increasing after rounding
             if phases[i][0] <= phases[i - 1][0]:
                 phases[i] = (phases[i - 1][0] + 1,) + phases[i][1:]
         return PhaseSchedule(phases, max(1, int(round(self.coverage_steps * step_scale))))
+
+    @classmethod
+    def fit(cls, train_steps, coverage_steps, max_enc_steps, max_dec_steps, phases=True):
+        """Table 5 laid over ``train_steps``: the five phases, in the paper's
+        proportions, fill the first ``train_steps - coverage_steps`` steps and end at
+        ``max_enc_steps`` / ``max_dec_steps`` (the paper's 400 / 100 scaled), then
+        ``coverage_steps`` with coverage on. ``phases=False``: one phase at the final
+        lengths (no curriculum). With the paper's numbers this is Table 5 exactly.
+        """
+        body = int(train_steps) - int(coverage_steps)
+        if body < 1:
+            raise ValueError(f"train_steps={train_steps} leaves no step before the "
+                             f"{coverage_steps} coverage steps")
+        if not phases:
+            return cls([(body, max_enc_steps, max_dec_steps)], coverage_steps)
+        end, enc, dec = PAPER_SUMMARIZATION_PHASES[-1]
+        s = cls(PAPER_SUMMARIZATION_PHASES, 0).scaled(
+            body / end, max_enc_steps / enc, min_length=min(4, max_enc_steps, max_dec_steps),
+            dec_length_scale=max_dec_steps / dec)
+        phases = list(s.phases)
+        phases[-1] = (body, max_enc_steps, max_dec_steps)  # exact, whatever the rounding
+        if len(phases) > 1 and phases[-2][0] >= body:
+            raise ValueError(f"train_steps={train_steps} is too few for five phases")
+        return cls(phases, coverage_steps)

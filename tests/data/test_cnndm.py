@@ -147,6 +147,33 @@ def test_make_example_truncation_and_stop(tmp_path):
         cnndm.make_example(" ", ["x"], v)
 
 
+def test_encoded_pairs_cut_to_any_phase_equals_make_example(tmp_path):
+    # Every (enc, dec) prefix cut from the store must be the example make_example
+    # builds from the text at those lengths: OOV list, extended ids, [UNK]/[STOP].
+    v = _vocab(tmp_path)
+    rng = np.random.default_rng(0)
+    words = ["the", "cat", "sat", "on", "mat", ".", "dog", "zebra", "quagga", "emu", "gnu"]
+    store = cnndm.EncodedPairs(v, max_enc_steps=12, max_dec_steps=9)
+    texts = []
+    for _ in range(6):
+        article = " ".join(rng.choice(words, size=int(rng.integers(1, 16))))
+        sents = [" ".join(rng.choice(words, size=int(rng.integers(1, 7)))) for _ in range(2)]
+        store.add(article, sents)
+        texts.append((article, sents))
+    assert len(store) == 6
+    for i, (article, sents) in enumerate(texts):
+        for enc in (1, 3, 7, 12):
+            for dec in (1, 4, 9):
+                want = cnndm.make_example(article, sents, v, enc, dec)
+                got = store.example(i, enc, dec)
+                assert list(got.enc_input) == want.enc_input, (i, enc, dec)
+                assert list(got.enc_input_ext) == want.enc_input_ext
+                assert got.article_oovs == want.article_oovs
+                assert got.dec_input == want.dec_input and got.target == want.target
+    with pytest.raises(ValueError, match="exceed"):
+        store.example(0, 13, 9)
+
+
 def test_make_batch_padding_and_oovs(tmp_path):
     v = _vocab(tmp_path)
     V = len(v)

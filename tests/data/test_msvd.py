@@ -189,3 +189,18 @@ def test_real_counts_report():
     lines = msvd.counts_report()
     assert "msvd/sents_train_lc_nopunc.txt: 48,774 lines (complete)" in lines
     assert any("paper test: 600 clips (vid1371..vid1970), 24,669 captions" in l for l in lines)
+
+
+def test_video_paths_map_clip_files_to_vid_ids(tmp_path):
+    videos = tmp_path / "YouTubeClips"
+    videos.mkdir()
+    (videos / "-4wsuPCjDBc_5_15.avi").write_bytes(b"")
+    (videos / "-7KMZQEsJW4_205_208.MP4").write_bytes(b"")  # re-encoded copy, any case
+    (videos / "notes.txt").write_text("not a video")
+    mapping = {"-4wsuPCjDBc_5_15": "vid1", "-7KMZQEsJW4_205_208": "vid2", "gone_1_2": "vid3"}
+    found, missing = msvd.video_paths(str(videos), mapping)
+    assert found == {"vid1": str(videos / "-4wsuPCjDBc_5_15.avi"),
+                     "vid2": str(videos / "-7KMZQEsJW4_205_208.MP4")}
+    assert missing == ["gone_1_2"]
+    with pytest.raises(DataError, match="YouTubeClips.tar"):
+        msvd.video_paths(str(tmp_path / "nowhere"), mapping)

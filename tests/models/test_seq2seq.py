@@ -7,6 +7,7 @@ import tensorflow as tf
 from acvi_tf import attention
 from acvi_tf.data.synthetic import ReverseTask
 from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
+from tests.train_helpers import train_per_token
 
 V = 12
 
@@ -19,20 +20,7 @@ def tiny_config(**overrides):
 
 
 def _train(model, batches, steps, lr=0.02, seed=0):
-    import keras
-    opt = keras.optimizers.Adam(lr)
-
-    @tf.function(reduce_retracing=True)
-    def step(batch, s):
-        with tf.GradientTape() as tape:
-            t = model.loss_terms(batch, training=True, seed=s)
-            loss = t["objective"] / t["num_tokens"]
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
-        return t["nll"] / t["num_tokens"]
-
-    return [float(step({k: tf.constant(v) for k, v in batches(i).items()}, tf.constant(seed + i)))
-            for i in range(steps)]
+    return [x["nll"] for x in train_per_token(model, batches, steps, lr=lr, seed=seed)]
 
 
 @pytest.mark.parametrize("score", ["additive", "multiplicative"])

@@ -33,3 +33,18 @@ def test_scaled_schedule_keeps_order_and_composes_with_gumbel():
 def test_bad_phases_are_rejected():
     with pytest.raises(ValueError, match="increase"):
         PhaseSchedule([(10, 5, 5), (5, 6, 6)])
+
+
+def test_fit_reproduces_table5_and_scales_it():
+    paper = PhaseSchedule.fit(253_000, 3_000, 400, 100)
+    assert paper.phases == PhaseSchedule().phases and paper.coverage_steps == 3_000
+    cpu = PhaseSchedule.fit(2_000, 200, 200, 50)
+    # Table 5's proportions over 1,800 steps: 71/250 of them in phase 1, ...
+    assert [p[0] for p in cpu.phases] == [511, 835, 1325, 1606, 1800]
+    assert [p[1:] for p in cpu.phases] == [(5, 5), (25, 25), (50, 25), (100, 25), (200, 50)]
+    assert cpu.phase(1799)["coverage"] is False and cpu.phase(1800)["coverage"] is True
+    assert cpu.total_steps == 2_000
+    flat = PhaseSchedule.fit(10, 0, 30, 8, phases=False)
+    assert flat.phases == ((10, 30, 8),) and flat.phase(9)["coverage"] is False
+    with pytest.raises(ValueError, match="coverage"):
+        PhaseSchedule.fit(10, 10, 30, 8)

@@ -1,0 +1,152 @@
+"""Deng et al. (2018) categorical variational attention against numpy and enumeration."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from acvi_tf.attention.base import FEEDBACK
+from acvi_tf.attention.variational import (VariationalAttention, categorical_kl,
+                                           reinforce_surrogate)
+from acvi_tf.data.synthetic import ReverseTask
+from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
+from tests.train_helpers import train_per_token
+
+B, N, D, T, V = 3, 6, 4, 5, 9
+
+
+def _inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(size=[B, N]).astype(np.float32)
+    mask = np.ones([B, N], bool)
+    mask[0, 4:] = False
+    mask[2, 2:] = False
+    memory = rng.normal(size=[B, N, D]).astype(np.float32)
+    targets = rng.integers(4, V, size=[B, T]).astype(np.int32)
+    targets[1, 3:] = 0  # padding
+    return scores, mask, memory, targets
+
+
+def _memory_state(variant, mask, memory, targets, seed=5):
+    memory, mask = tf.constant(memory), tf.constant(mask)
+    targets = None if targets is None else tf.constant(targets)
+    return {"memory": memory, "mask": mask, "seed": tf.constant(seed),
+            "variant": variant.prepare(memory, mask, targets=targets)}
+
+
+def _np_log_softmax(x, mask):
+    x = np.where(mask, x, -np.inf)
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def test_kl_matches_numpy_and_padding_has_no_mass():
+    scores, mask, memory, targets = _inputs()
+    variant = VariationalAttention(D, target_vocab_size=V)
+    ms = _memory_state(variant, mask, memory, targets)
+    q_logits = ms["variant"]["q_logits"].numpy()
+    for t in (0, 3):
+        _, prior, aux, _ = variant.step(tf.constant(scores), ms, {"time": tf.constant(t)},
+                                        training=False)
+        log_q = _np_log_softmax(q_logits[:, t].astype(np.float64), mask)
+        log_p = _np_log_softmax(scores.astype(np.float64), mask)
+        q = np.exp(log_q)
+        expected = np.array([np.sum(q[b, mask[b]] * (log_q[b, mask[b]] - log_p[b, mask[b]]))
+                             for b in range(B)])
+        np.testing.assert_allclose(aux["kl"].numpy(), expected, rtol=1e-5, atol=1e-6)
+        assert np.all(expected > 0)
+        np.testing.assert_allclose(prior.numpy(), np.exp(log_p), rtol=1e-5, atol=1e-7)
+        assert np.all(prior.numpy()[~mask] == 0.0)
+        assert np.all(np.exp(q_logits[:, t] - q_logits[:, t].max(-1, keepdims=True))[~mask] == 0.0)
+    # KL(q || q) = 0, and the helper ignores padded columns whatever their logits
+    lq = tf.nn.log_softmax(tf.where(mask, scores, -1e9))
+    np.testing.assert_allclose(categorical_kl(lq, lq, tf.constant(mask)).numpy(), 0.0, atol=1e-6)
+
+
+def test_samples_follow_q_and_never_hit_padding():
+    """z_t ~ q: the hard context is a real h_i, with frequencies matching q(z_t)."""
+    scores, mask, memory, targets = _inputs(1)
+    variant = VariationalAttention(D, target_vocab_size=V)
+    ms = _memory_state(variant, mask, memory, targets)
+    q = tf.nn.softmax(ms["variant"]["q_logits"][:, 2]).numpy()
+    counts = np.zeros([B, N])
+    draws = 400
+    for s in range(draws):
+        ms["seed"] = tf.constant(s)
+        hard, _, aux, _ = variant.step(tf.constant(scores), ms, {"time": tf.constant(2)},
+                                       training=True)
+        # which memory row was picked: the one the hard context equals
+        z = np.argmin(np.abs(memory - hard.numpy()[:, None, :]).sum(-1), axis=-1)
+        np.testing.assert_allclose(hard.numpy(), memory[np.arange(B), z])
+        counts[np.arange(B), z] += 1
+        np.testing.assert_allclose(aux[FEEDBACK]["log_q_sample"].numpy(),
+                                   np.log(q[np.arange(B), z]), rtol=1e-5)
+    assert counts[~mask].sum() == 0
+    np.testing.assert_allclose(counts / draws, q, atol=4 * np.sqrt(0.25 / draws))
+
+
+def test_reinforce_with_baseline_is_unbiased():
+    """-grad of the surrogate, averaged over samples z ~ q, equals grad E_q[f(z)] by enumeration;
+    the baseline changes the variance, not the mean."""
+    logits = tf.Variable([0.3, -1.0, 0.8, 0.1, -0.4])
+    f = tf.constant([1.5, -2.0, 0.4, 3.0, -0.7])
+    with tf.GradientTape() as tape:
+        exact = tf.reduce_sum(tf.nn.softmax(logits) * f)
+    exact_grad = tape.gradient(exact, logits).numpy()
+    num = 200_000
+    z = tf.random.stateless_categorical(tf.tile(logits[None], [num, 1]), 1, seed=[3, 4])[:, 0]
+    for baseline in (0.0, float(exact)):
+        with tf.GradientTape() as tape:
+            log_q = tf.gather(tf.nn.log_softmax(logits), z)
+            surrogate = reinforce_surrogate(tf.gather(f, z) - baseline, log_q)
+            loss = tf.reduce_mean(surrogate)
+        assert np.allclose(surrogate.numpy(), 0.0)  # value 0: the logged objective stays the ELBO
+        estimate = -tape.gradient(loss, logits).numpy()
+        np.testing.assert_allclose(estimate, exact_grad, atol=0.03)
+
+
+def test_output_aux_reward_is_sampled_minus_soft_log_likelihood():
+    scores, mask, memory, targets = _inputs(2)
+    variant = VariationalAttention(D, target_vocab_size=V)
+    ms = _memory_state(variant, mask, memory, targets)
+    rng = np.random.default_rng(0)
+    lp_hard = tf.nn.log_softmax(rng.normal(size=[B, V]).astype(np.float32))
+    lp_soft = tf.nn.log_softmax(rng.normal(size=[B, V]).astype(np.float32))
+    _, _, aux, _ = variant.step(tf.constant(scores), ms, {"time": tf.constant(1)}, training=True)
+    out = variant.output_aux(lp_hard, [lp_soft], aux[FEEDBACK], ms, {"time": tf.constant(1)})
+    y = targets[:, 1]
+    np.testing.assert_allclose(out["reward"].numpy(),
+                               lp_hard.numpy()[np.arange(B), y] - lp_soft.numpy()[np.arange(B), y],
+                               rtol=1e-5)
+    np.testing.assert_allclose(out["nll_soft"].numpy(), -lp_soft.numpy()[np.arange(B), y])
+
+
+def test_decoding_without_targets_uses_the_prior_expectation():
+    scores, mask, memory, _ = _inputs(3)
+    variant = VariationalAttention(D, target_vocab_size=V)
+    ms = _memory_state(variant, mask, memory, None)
+    assert ms["variant"] == {}
+    for training in (False, True):
+        context, prior, aux, _ = variant.step(tf.constant(scores), ms, {"time": tf.constant(0)},
+                                              training=training)
+        assert aux == {}
+        np.testing.assert_allclose(context.numpy(),
+                                   np.einsum("bn,bnd->bd", prior.numpy(), memory), rtol=1e-5)
+
+
+def test_training_lowers_both_the_sampled_and_the_soft_nll_and_decodes():
+    """The soft path (what decoding uses) learns too, and the trained model decodes."""
+    keras.utils.set_random_seed(0)
+    vocab = 10
+    task = ReverseTask(vocab_size=vocab, batch_size=16, seed=0)
+    model = Seq2Seq(ModelConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, embed_dim=8,
+                                encoder_units=8, decoder_units=16, attention_units=8,
+                                head_units=16, attention="variational"))
+    logs = train_per_token(model, task.batch_at, 60)
+    for name in ("nll", "nll_soft"):
+        curve = [x[name] for x in logs]
+        assert np.all(np.isfinite(curve))
+        assert np.mean(curve[-10:]) < np.mean(curve[:5]) - 0.2, (name, curve)
+    assert all(x["kl"] >= -1e-6 for x in logs)
+    batch = {k: tf.constant(v) for k, v in task.batch_at(1000).items()}
+    out = model.decode(batch, beam_width=2, max_length=6)
+    assert out["ids"].shape[:2] == (16, 2)

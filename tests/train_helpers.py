@@ -1,0 +1,25 @@
+"""A few Adam steps on a Seq2Seq, shared by the few-step training tests."""
+
+import keras
+import tensorflow as tf
+
+
+def train_per_token(model, batch_at, steps, lr=0.02, seed=0):
+    """Runs ``steps`` Adam steps on ``loss_terms(batch_at(i))`` (the objective per token);
+    returns every term per token, one dict of floats per step."""
+    opt = keras.optimizers.Adam(lr)
+
+    @tf.function(reduce_retracing=True)
+    def step(batch, s):
+        with tf.GradientTape() as tape:
+            terms = model.loss_terms(batch, training=True, seed=s)
+            loss = terms["objective"] / terms["num_tokens"]
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return {k: v / terms["num_tokens"] for k, v in terms.items()}
+
+    logs = []
+    for i in range(steps):
+        batch = {k: tf.constant(v) for k, v in batch_at(i).items()}
+        logs.append({k: float(v) for k, v in step(batch, tf.constant(seed + i)).items()})
+    return logs
