@@ -7,7 +7,8 @@ Usage::
     python -m benchmarks.bench --profile=smoke   # toy sizes (tests/test_bench.py runs this)
     python -m benchmarks.bench --variants=acvi --sizes=translation --xla=on
 
-Every registered attention variant (``acvi_tf.attention.available()``) is
+Every registered attention variant (``acvi_tf.attention.available()``), and
+the other architectures of ``MODEL_VARIANTS`` (the Transformer), is
 measured unless ``--variants`` says otherwise; ``soft`` always is, as the
 baseline of the ratios. Each (size, XLA) group runs in a worker process of its
 own (``--isolate``; not for the toy smoke profile), so that memory is returned
@@ -188,6 +189,8 @@ def analytic_flops(config, batch, src_len, tgt_len):
     c = config
     b = batch * max(1, c.num_samples)
     n, t = src_len, tgt_len
+    if getattr(c, "model", "seq2seq") == "transformer":
+        return 3 * _transformer_forward_flops(c, b, n, t), True
     u, d, s = c.encoder_units, 2 * c.encoder_units, c.decoder_units
     fwd = 0
     width = c.embed_dim if c.src_vocab_size else c.feature_dim
@@ -209,6 +212,22 @@ def analytic_flops(config, batch, src_len, tgt_len):
     return 3 * fwd, extra is not None or c.attention == BASELINE
 
 
+def _transformer_forward_flops(c, b, n, t):
+    """Forward matmuls of the Transformer: per encoder layer the Q/K/V/O projections,
+    the two attention products and the feed-forward pair; per decoder layer the same for
+    self-attention plus cross-attention (Q/O over T, K/V over N); then the output layer."""
+    e, f = c.embed_dim, c.ff_units
+
+    def layer(q_len, kv_len, own_kv=True):
+        proj = 2 * b * q_len * e * e * 2 + (2 * b * kv_len * e * e * 2 if own_kv else 0)
+        return proj + 2 * 2 * b * q_len * kv_len * e
+
+    per_encoder = layer(n, n) + 2 * 2 * b * n * e * f
+    per_decoder = layer(t, t) + layer(t, n) + 2 * 2 * b * t * e * f
+    return (c.transformer_layers * (per_encoder + per_decoder)
+            + 2 * b * t * e * c.tgt_vocab_size)
+
+
 def _acvi_flops(config, b, n, t):
     """ACVI's log sigma^2 network over the B N memory states (Eq. 18), once per source."""
     d = 2 * config.encoder_units
@@ -217,6 +236,15 @@ def _acvi_flops(config, b, n, t):
 
 
 VARIANT_FLOPS = {"acvi": _acvi_flops}
+# Benchmarked beside the attention variants: other architectures, by ModelConfig fields.
+MODEL_VARIANTS = {"transformer": {"model": "transformer", "attention": BASELINE}}
+
+
+def variant_config(size, variant):
+    """The ModelConfig of one benchmarked variant at one size."""
+    from acvi_tf.models.seq2seq import ModelConfig
+    fields = MODEL_VARIANTS.get(variant, {"attention": variant})
+    return ModelConfig(**{**size.model, **fields})
 
 _HEADER = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s")
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
@@ -506,9 +534,9 @@ def build_model(config, seed):
     """A Seq2Seq with every variable created (they do not depend on B, N, T)."""
     import keras
     import tensorflow as tf
-    from acvi_tf.models.seq2seq import Seq2Seq
+    from acvi_tf.models import build_model as build
     keras.utils.set_random_seed(seed)
-    model = Seq2Seq(config)
+    model = build(config)
     tiny = random_batch(config, 2, 3, 3, np.random.default_rng(seed))
     model.build_for_checkpoint({k: tf.constant(v) for k, v in tiny.items()})
     return model
@@ -530,8 +558,7 @@ class TrainRun:
     def _build(self, size, seed, max_pad_fraction):
         import keras
         import tensorflow as tf
-        from acvi_tf.models.seq2seq import ModelConfig
-        self.config = ModelConfig(**size.model, attention=self.variant)
+        self.config = variant_config(size, self.variant)
         batch = random_batch(self.config, size.batch, size.src_len, size.tgt_len,
                              np.random.default_rng(seed), max_pad_fraction)
         self.tokens = int((batch["tgt_out"] != self.config.pad_id).sum())
@@ -693,8 +720,7 @@ def run_beam(size_name, size, variant, model, xla, reps, seed):
            "min_length": size.beam_max_length, "error": None}
     try:
         if model is None:
-            from acvi_tf.models.seq2seq import ModelConfig
-            model = build_model(ModelConfig(**size.model, attention=variant), seed)
+            model = build_model(variant_config(size, variant), seed)
         rng = np.random.default_rng(seed + 1)
         src = tf.constant(rng.integers(FIRST_WORD, model.config.src_vocab_size,
                                        (size.beam_batch, size.src_len)).astype(np.int32))
@@ -857,12 +883,12 @@ def format_tables(result):
     m = result["matmul"]
     lines = [f"matmul {m['n']}x{m['n']} float32: {m['gflops_peak']:.1f} GFLOP/s peak "
              f"(best of {len(m['measurements'])} measurements between groups)", ""]
-    head = (f"{'size':<14}{'variant':<11}{'xla':<4}{'ms/step':>10}{'min':>10}{'tok/s':>8}"
+    head = (f"{'size':<14}{'variant':<13}{'xla':<4}{'ms/step':>10}{'min':>10}{'tok/s':>8}"
             f"{'trace s':>8}{'compile s':>10}{'x soft':>7}{'(min)':>7}{'GFLOP/s':>8}"
             f"{'% peak':>7}  flops")
     lines += ["training step (forward + backward + Adam)", head, "-" * len(head)]
     for r in result["train"]:
-        prefix = f"{r['size']:<14}{r['variant']:<11}{_onoff(r['xla']):<4}"
+        prefix = f"{r['size']:<14}{r['variant']:<13}{_onoff(r['xla']):<4}"
         if r.get("error") or "ms_per_step_median" not in r:
             lines.append(prefix + f"  ERROR {str(r.get('error'))[:110]}")
             continue
@@ -874,11 +900,11 @@ def format_tables(result):
             f"{_fmt(r.get('gflops_per_s'), '.1f'):>8}"
             f"{_fmt(None if frac is None else 100 * frac, '.1f'):>7}  {r.get('flops_method')}")
     if result["beam"]:
-        head = (f"{'size':<14}{'variant':<11}{'xla':<4}{'beam':>5}{'batch':>6}{'max len':>8}"
+        head = (f"{'size':<14}{'variant':<13}{'xla':<4}{'beam':>5}{'batch':>6}{'max len':>8}"
                 f"{'ms/call':>10}{'sent/s':>9}{'first s':>9}")
         lines += ["", "beam search", head, "-" * len(head)]
         for r in result["beam"]:
-            prefix = f"{r['size']:<14}{r['variant']:<11}{_onoff(r['xla']):<4}"
+            prefix = f"{r['size']:<14}{r['variant']:<13}{_onoff(r['xla']):<4}"
             if r.get("error"):
                 lines.append(prefix + f"  ERROR {r['error'][:110]}")
             else:
@@ -983,7 +1009,7 @@ def _run(args, argv, profile, dump_dir):
     tf.get_logger().setLevel("ERROR")  # not the retracing notes of the many step functions
 
     start = _now()
-    registered = attention.available()
+    registered = list(attention.available()) + list(MODEL_VARIANTS)
     variants = _select(args.variants, registered, "variant") if args.variants else registered
     variants = [BASELINE] + [v for v in variants if v != BASELINE]  # the baseline first
     sizes = _select(args.sizes, list(profile.sizes), "size") if args.sizes \

@@ -42,7 +42,6 @@ heat-map over the frames), ``decode_{val,test}.tsv`` and ``results.json``.
 
 import logging
 import os
-import subprocess
 import sys
 
 from absl import app, flags
@@ -597,20 +596,13 @@ def dry_run(model_dir, fv=FLAGS):
 
 
 def check_flags(fv=FLAGS):
-    if fv.mode in ("train", "train_eval") and fv.train_steps < 1:
-        raise FlagError("train_steps", "must be at least 1 to train")
-    if fv.mode != "decode" and (fv.input or fv.output):
-        raise FlagError("input" if fv.input else "output", "is only used with --mode=decode")
-    if fv.input and not os.path.exists(fv.input):
-        raise FlagError("input", f"file not found: {fv.input}")
+    common.check_run_flags(fv)
     if fv.head != "softmax":
         raise FlagError("head", f"{fv.head!r}: captioning has no source words to copy; use "
                         f"softmax")
-    common.parse_attention_options(fv.attention_option, fv.attention)
 
 
-def _log(message):
-    print(message, file=sys.stderr, flush=True)
+_log = common.log
 
 
 def main(argv):
@@ -721,14 +713,9 @@ def run_table(table, runs_root, out, dry_run=False, stream=None):
         return 2
     if dry_run:
         return 0
-    for name, argv, model_dir, _ in runs:
-        if _done(model_dir):
-            continue
-        print(f"\n=== {name}: {_shell(argv)}", file=stream, flush=True)
-        code = subprocess.call(argv)
-        if code != 0:
-            print(f"{name} failed (exit code {code}); the table is not written", file=stream)
-            return code
+    code = tables.execute_runs(runs, stream)
+    if code:
+        return code
     text = tables.RENDER[table](tables.find_results([runs_root], task="caption",
                                                     key="scores"))
     common.write_text(out, text)

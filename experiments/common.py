@@ -320,9 +320,20 @@ def model_config_from_flags(flag_values=FLAGS, **task_fields):
 
 
 def system_name(flag_values=FLAGS):
-    """The row name of a run: the attention variant, or the architecture if not seq2seq."""
+    """The row name of a run: the attention variant, the latent, or the architecture."""
     fv = flag_values
-    return fv.attention if fv.model == "seq2seq" else fv.model
+    if fv.model != "seq2seq":
+        return fv.model
+    if fv.latent:  # VED's row is its latent over soft attention
+        return fv.latent if fv.attention == "soft" else f"{fv.latent}+{fv.attention}"
+    return fv.attention
+
+
+def system_names():
+    """Every row name :func:`system_name` can give for a single component."""
+    from acvi_tf import attention, latent
+    return (set(attention.available()) | set(latent.available())
+            | set(model_choices()) - {"seq2seq"})
 
 
 def train_config_from_flags(model_dir, flag_values=FLAGS):
@@ -342,6 +353,27 @@ def train_config_from_flags(model_dir, flag_values=FLAGS):
 def make_strategy(flag_values=FLAGS):
     from acvi_tf.training.trainer import make_strategy as make
     return make(flag_values.strategy, flag_values.num_devices or None)
+
+
+def check_run_flags(flag_values=FLAGS):
+    """The cross-flag checks every task CLI shares; errors name the flag."""
+    fv = flag_values
+    if fv.mode in ("train", "train_eval") and fv.train_steps < 1:
+        raise FlagError("train_steps", "must be at least 1 to train")
+    if fv.mode != "decode" and (fv.input or fv.output):
+        raise FlagError("input" if fv.input else "output", "is only used with --mode=decode")
+    if fv.input and not os.path.exists(fv.input):
+        raise FlagError("input", f"file not found: {fv.input}")
+    parse_attention_options(fv.attention_option, fv.attention)
+    parse_latent_options(fv.latent_option, fv.latent)
+    if fv.optimizer != "sgd" and fv.lr_decay != "none":
+        raise FlagError("lr_decay", f"{fv.lr_decay!r} is the SGD step decay; use it with "
+                        f"--optimizer=sgd (got --optimizer={fv.optimizer})")
+
+
+def log(message):
+    """Progress and diagnostics go to stderr (stdout carries scores and decodes)."""
+    print(message, file=sys.stderr, flush=True)
 
 
 def require_model_dir(flag_values=FLAGS):

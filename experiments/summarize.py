@@ -46,7 +46,6 @@ sample summaries, an attention heat-map), ``decode_test.txt`` /
 import logging
 import os
 import shlex
-import subprocess
 import sys
 
 from absl import app, flags
@@ -137,23 +136,14 @@ def define_flags(fv=FLAGS):
 
 def check_flags(fv=FLAGS):
     """Cross-flag checks; errors name the flag."""
+    common.check_run_flags(fv)
     if fv.mode in ("train", "train_eval"):
-        if fv.train_steps < 1:
-            raise FlagError("train_steps", "must be at least 1 to train")
         if fv.coverage_steps >= fv.train_steps:
             raise FlagError("coverage_steps", f"{fv.coverage_steps} leaves no step of the "
                             f"{fv.train_steps} (--train_steps) before coverage")
     if fv.coverage_steps and not fv.coverage:
         raise FlagError("coverage_steps", f"{fv.coverage_steps} coverage steps need a model "
                         f"built with --coverage (or set --coverage_steps=0)")
-    if fv.mode != "decode" and (fv.input or fv.output):
-        raise FlagError("input" if fv.input else "output", "is only used with --mode=decode")
-    if fv.input and not os.path.exists(fv.input):
-        raise FlagError("input", f"file not found: {fv.input}")
-    common.parse_attention_options(fv.attention_option, fv.attention)
-    if fv.optimizer != "sgd" and fv.lr_decay != "none":
-        raise FlagError("lr_decay", f"{fv.lr_decay!r} is the SGD step decay; use it with "
-                        f"--optimizer=sgd (got --optimizer={fv.optimizer})")
 
 
 def schedule(fv=FLAGS):
@@ -617,8 +607,7 @@ def run_decode(model, step, model_dir, fv=FLAGS):
         sys.stdout.flush()
 
 
-def _log(message):
-    print(message, file=sys.stderr, flush=True)
+_log = common.log
 
 
 def main(argv):
@@ -739,15 +728,9 @@ def run_table(table, runs_root, out, dry_run=False, stream=None):
         return 2
     if dry_run:
         return 0
-    for name, argv, model_dir, s in runs:
-        if _done(model_dir, s.get("mode")):
-            continue
-        print(f"\n=== {name}: python {' '.join(shlex.quote(a) for a in argv[1:])}",
-              file=stream, flush=True)
-        code = subprocess.call(argv)
-        if code != 0:
-            print(f"{name} failed (exit code {code}); the table is not written", file=stream)
-            return code
+    code = tables.execute_runs(runs, stream, done=lambda run: _done(run[2], run[3].get("mode")))
+    if code:
+        return code
     results = tables.find_results([runs_root], task="summarize", key="rouge")
     text = tables.RENDER[table](results)
     common.write_text(out, text)

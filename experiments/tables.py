@@ -330,8 +330,7 @@ def table3(results, title="Table 3: video captioning on MSVD (Youtube2Text)"):
             refs.append(ref + (" §" if r.get("synthetic_features") else ""))
         paper = PAPER_TABLE3.get(method)
         row += (list(paper["ROUGE-L"]) + list(paper["CIDEr"])) if paper else [None] * 4
-        from acvi_tf import attention
-        registered = method in attention.available()
+        registered = method in common.system_names()
         row.append(" ".join(refs) or ("not run" if registered else "not implemented here"))
         rows.append(row)
     rows = [[f"{c:.4f}" if isinstance(c, float) else c for c in row] for row in rows]
@@ -636,6 +635,21 @@ def _done(model_dir):
     return os.path.exists(path) and "bleu" in common.load_json(path)
 
 
+def execute_runs(runs, stream, done=None):
+    """Runs, in order, the planned runs not done yet (``done(run)``; default: a
+    results.json in its model_dir); the first failure's exit code, else 0."""
+    for run in runs:
+        name, argv, model_dir = run[:3]
+        if (done(run) if done else _done(model_dir)):
+            continue
+        print(f"\n=== {name}: {_shell(argv)}", file=stream, flush=True)
+        code = subprocess.call(argv)
+        if code != 0:
+            print(f"{name} failed (exit code {code}); the table is not written", file=stream)
+            return code
+    return 0
+
+
 def run_table(table, runs_root, out, dry_run=False, stream=None):
     if table in SUMMARY_TABLES:  # CNN/DM chunks and trained models, not translation data
         from experiments import summarize
@@ -671,14 +685,9 @@ def run_table(table, runs_root, out, dry_run=False, stream=None):
         return 2
     if dry_run:
         return 0
-    for name, argv, model_dir, *_ in runs:
-        if _done(model_dir):
-            continue
-        print(f"\n=== {name}: {_shell(argv)}", file=stream, flush=True)
-        code = subprocess.call(argv)
-        if code != 0:
-            print(f"{name} failed (exit code {code}); the table is not written", file=stream)
-            return code
+    code = execute_runs(runs, stream)
+    if code:
+        return code
     text = RENDER[table](find_results([runs_root]))
     common.write_text(out, text)
     print(f"\n{text}\n\nwritten to {out}", file=stream)

@@ -140,16 +140,7 @@ def check_flags(fv=FLAGS):
     resolve_languages(fv)
     if fv.variant == "raw" and fv.dataset != "multi30k":
         raise FlagError("variant", f"'raw' exists for multi30k only, not --dataset={fv.dataset}")
-    if fv.mode in ("train", "train_eval") and fv.train_steps < 1:
-        raise FlagError("train_steps", "must be at least 1 to train")
-    if fv.mode != "decode" and (fv.input or fv.output):
-        raise FlagError("input" if fv.input else "output", "is only used with --mode=decode")
-    if fv.input and not os.path.exists(fv.input):
-        raise FlagError("input", f"file not found: {fv.input}")
-    common.parse_attention_options(fv.attention_option, fv.attention)
-    if fv.optimizer != "sgd" and fv.lr_decay != "none":
-        raise FlagError("lr_decay", f"{fv.lr_decay!r} is the SGD step decay; use it with "
-                        f"--optimizer=sgd (got --optimizer={fv.optimizer})")
+    common.check_run_flags(fv)
 
 
 def data_status(dataset, src, tgt, variant="tok"):
@@ -522,8 +513,7 @@ def dry_run(model_dir, src, tgt, fv=FLAGS):
     return 3
 
 
-def _log(message):
-    print(message, file=sys.stderr, flush=True)
+_log = common.log
 
 
 def main(argv):

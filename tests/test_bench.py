@@ -7,11 +7,11 @@ from acvi_tf import attention
 from benchmarks import bench
 
 
-def test_smoke_profile_reports_every_registered_variant(tmp_path):
+def test_smoke_profile_reports_every_registered_variant_and_model(tmp_path):
     out = tmp_path / "bench.json"
     bench.main(["--profile=smoke", f"--out={out}"])
     result = json.loads(out.read_text())
-    variants = set(attention.available())
+    variants = set(attention.available()) | set(bench.MODEL_VARIANTS)
 
     train = result["train"]
     assert {r["variant"] for r in train} == variants
