@@ -31,16 +31,19 @@ OPTIMIZERS = ("adam", "sgd")
 LR_DECAYS = ("none", "luong")
 STRATEGIES = ("default", "mirrored", "multiworker")
 LENGTH_NORMALIZATIONS = ("none", "average", "gnmt")
+KL_ANNEALING = ("linear", "sigmoid")  # acvi_tf.training.schedules.KL_ANNEALING
 
 # Flags that describe the trained model (and so are restored from model_dir in
 # eval/decode modes) versus flags that only steer one run.
 MODEL_FLAGS = ("embed_dim", "encoder_units", "encoder_layers", "decoder_units", "decoder_layers",
                "attention_units", "head_units", "score", "attention", "attention_option", "head",
                "coverage", "coverage_weight", "dropout", "num_samples", "model", "num_heads",
-               "ff_units", "transformer_layers", "latent", "latent_option")
+               "ff_units", "transformer_layers", "latent", "latent_option", "word_dropout",
+               "decoder_cell")
 TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "clip_norm",
                "batch_size", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
-               "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices")
+               "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices",
+               "kl_anneal_steps", "kl_anneal")
 DECODE_FLAGS = ("beam_width", "decode_max_length", "min_length", "length_normalization",
                 "alpha", "eval_beam_width", "eval_subset", "decode_batch_size")
 
@@ -118,7 +121,9 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                          lower_bound=1, flag_values=fv)
     flags.DEFINE_enum("latent", d.latent, [""] + latent_choices(),
                       "A latent variable outside attention (from the latent registry): "
-                      "'' (none) or ved (Bahuleyan et al.'s sentence latent).", flag_values=fv)
+                      "'' (none), ved (Bahuleyan et al.'s sentence latent) or vrnmt (Su et "
+                      "al.'s per-step latent; the paper's decoder is --decoder_cell=gru).",
+                      flag_values=fv)
     flags.DEFINE_multi_string("latent_option", [], "key=value passed to the latent "
                               "(repeatable), e.g. latent_dim=64, feed=output.", flag_values=fv)
     flags.DEFINE_enum("attention", d.attention, attention_choices(),
@@ -141,6 +146,9 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                          flag_values=fv)
     flags.DEFINE_integer("decoder_layers", d.decoder_layers, "Stacked decoder LSTM layers.",
                          lower_bound=1, flag_values=fv)
+    from acvi_tf.models.decoder import CELLS
+    flags.DEFINE_enum("decoder_cell", d.decoder_cell, CELLS, "Decoder recurrent cell: lstm, "
+                      "or gru (Cho et al.'s, as VRNMT's Eqs. 22-25).", flag_values=fv)
     flags.DEFINE_integer("attention_units", d.attention_units, "Additive score size.",
                          lower_bound=1, flag_values=fv)
     flags.DEFINE_integer("head_units", d.head_units, "Hidden size of the output head (Eq. 4).",
@@ -152,6 +160,10 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                        flag_values=fv)
     flags.DEFINE_integer("num_samples", d.num_samples, "Monte-Carlo samples of the ELBO.",
                          lower_bound=1, flag_values=fv)
+    flags.DEFINE_float("word_dropout", d.word_dropout, "Word dropout (Bowman et al. 2016): in "
+                       "training, each decoder input word (not <bos>, not padding) becomes "
+                       "UNK with this probability.", lower_bound=0.0, upper_bound=0.99,
+                       flag_values=fv)
     # -- training ---------------------------------------------------------------------
     t = _train_defaults()
     flags.DEFINE_integer("train_steps", t.train_steps, "Optimiser steps.", lower_bound=0,
@@ -176,6 +188,12 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
     flags.DEFINE_float("gumbel_fraction", t.gumbel_fraction, "ACVI: Gumbel-Softmax mixing "
                        "(Eq. 23) for this last fraction of training.", lower_bound=0.0,
                        upper_bound=1.0, flag_values=fv)
+    flags.DEFINE_integer("kl_anneal_steps", t.kl_anneal_steps, "KL cost annealing (Bowman "
+                         "et al. 2016): every KL term's weight is scaled by a factor rising "
+                         "from 0 to 1 over these first steps (0: off).", lower_bound=0,
+                         flag_values=fv)
+    flags.DEFINE_enum("kl_anneal", t.kl_anneal, KL_ANNEALING, "The KL annealing curve.",
+                      flag_values=fv)
     flags.DEFINE_bool("progress", t.progress, "A progress bar on stderr.", flag_values=fv)
     # -- decoding -----------------------------------------------------------------------
     flags.DEFINE_integer("beam_width", 10, "Beam width of the final dev/test decode and of "
@@ -310,12 +328,13 @@ def model_config_from_flags(flag_values=FLAGS, **task_fields):
         raise FlagError("dropout", f"{fv.dropout} must be below 1")
     return ModelConfig(
         embed_dim=fv.embed_dim, encoder_units=fv.encoder_units, encoder_layers=fv.encoder_layers,
-        decoder_units=fv.decoder_units, decoder_layers=fv.decoder_layers, score=fv.score,
+        decoder_units=fv.decoder_units, decoder_layers=fv.decoder_layers,
+        decoder_cell=fv.decoder_cell, score=fv.score,
         attention_units=fv.attention_units, attention=fv.attention, attention_options=options,
         head=fv.head, head_units=fv.head_units, coverage=fv.coverage,
         coverage_weight=fv.coverage_weight, dropout=fv.dropout, num_samples=fv.num_samples,
-        model=fv.model, num_heads=fv.num_heads, ff_units=fv.ff_units,
-        transformer_layers=fv.transformer_layers, latent=fv.latent,
+        word_dropout=fv.word_dropout, model=fv.model, num_heads=fv.num_heads,
+        ff_units=fv.ff_units, transformer_layers=fv.transformer_layers, latent=fv.latent,
         latent_options=parse_latent_options(fv.latent_option, fv.latent), **task_fields)
 
 
@@ -347,7 +366,8 @@ def train_config_from_flags(model_dir, flag_values=FLAGS):
         learning_rate=fv.learning_rate, lr_decay=fv.lr_decay, clip_norm=fv.clip_norm,
         seed=fv.seed, jit_compile=fv.xla, log_every=fv.log_every, eval_every=fv.eval_every,
         checkpoint_every=fv.checkpoint_every, keep_checkpoints=fv.keep_checkpoints,
-        gumbel_fraction=fv.gumbel_fraction, progress=fv.progress)
+        gumbel_fraction=fv.gumbel_fraction, progress=fv.progress,
+        kl_anneal_steps=fv.kl_anneal_steps, kl_anneal=fv.kl_anneal)
 
 
 def make_strategy(flag_values=FLAGS):
@@ -366,6 +386,12 @@ def check_run_flags(flag_values=FLAGS):
         raise FlagError("input", f"file not found: {fv.input}")
     parse_attention_options(fv.attention_option, fv.attention)
     parse_latent_options(fv.latent_option, fv.latent)
+    if fv.word_dropout and fv.model != "seq2seq":
+        raise FlagError("word_dropout", f"is implemented in the seq2seq decoder only "
+                        f"(got --model={fv.model})")
+    if fv.decoder_cell != "lstm" and fv.model != "seq2seq":
+        raise FlagError("decoder_cell", f"chooses the seq2seq decoder's recurrent cell; "
+                        f"--model={fv.model} has none")
     if fv.optimizer != "sgd" and fv.lr_decay != "none":
         raise FlagError("lr_decay", f"{fv.lr_decay!r} is the SGD step decay; use it with "
                         f"--optimizer=sgd (got --optimizer={fv.optimizer})")
@@ -667,12 +693,42 @@ def best_hypothesis_decoder(model, input_signature, beam_width=1, max_length=50,
     return tf.function(decode, input_signature=[input_signature])
 
 
+def add_diversity(data, log=None):
+    """Puts ``diversity`` (entropy, distinct-1/2 of Bahuleyan et al. 2018:
+    :mod:`acvi_tf.metrics.diversity`) next to every ``decode_file`` in a results
+    dict (at any depth) that has none yet, computed over the file's lines (the
+    text after the first tab in a ``.tsv``: caption decodes are ``clip<TAB>text``),
+    whitespace-tokenized. Every task's results get it this way."""
+    from acvi_tf.metrics import diversity
+
+    def visit(node, where):
+        if not isinstance(node, dict):
+            return
+        path = node.get("decode_file")
+        if isinstance(path, str) and "diversity" not in node and os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                lines = [line.rstrip("\n") for line in f]
+            if path.endswith(".tsv"):
+                lines = [line.split("\t", 1)[-1] for line in lines]
+            node["diversity"] = diversity.diversity(lines)
+            if log:
+                log(f"{where or 'decode'} diversity: "
+                    f"{diversity.format_diversity(node['diversity'])}")
+        for key, value in node.items():
+            visit(value, f"{where}.{key}" if where else key)
+
+    visit(data, "")
+    return data
+
+
 def finish_results(model_dir, data, log=None):
-    """Merges a run's results into ``results.json``, adding the total wall time."""
+    """Merges a run's results into ``results.json``, adding the total wall time and
+    the diversity of every decode (:func:`add_diversity`)."""
     path = os.path.join(model_dir, "results.json")
     previous = load_json(path) if os.path.exists(path) else {}
     train_seconds = data.get("train_wall_time_sec", previous.get("train_wall_time_sec", 0.0))
     data = dict(data, wall_time_sec=train_seconds + data.get("eval_wall_time_sec", 0.0))
+    add_diversity(data, log)
     results = update_results(model_dir, **data)
     if log:
         log(f"results: {path}")

@@ -35,14 +35,31 @@ import sys
 from experiments import common
 
 # Table 4 of the paper (BLEU, beam search): (dev, test) per direction and method.
+# Soft attention, structured attention and ACVI as the journal version (papers/001_*)
+# prints them (soft and ACVI are the same in the ICLR version; its structured row is
+# 23.81/25.00, 21.19/23.08, 14.04/15.08, 17.02/17.68); variational attention, VED and
+# the Transformer are rows of the ICLR version's Table 4 only (papers/000_*).
 PAPER_TABLE4 = {
-    ("en", "vi"): {"soft": (23.21, 25.18), "structured": (16.81, 17.00), "acvi": (24.08, 26.16)},
-    ("vi", "en"): {"soft": (20.89, 23.28), "structured": (17.19, 18.08), "acvi": (21.26, 24.47)},
-    ("en", "ro"): {"soft": (12.87, 14.40), "structured": (7.04, 7.08), "acvi": (14.15, 15.78)},
-    ("ro", "en"): {"soft": (15.87, 15.78), "structured": (11.02, 11.68), "acvi": (18.07, 17.78)},
+    ("en", "vi"): {"soft": (23.21, 25.18), "structured": (16.81, 17.00),
+                   "variational": (23.48, 25.54), "ved": (24.47, 25.31),
+                   "acvi": (24.08, 26.16), "transformer": (24.34, 25.68)},
+    ("vi", "en"): {"soft": (20.89, 23.28), "structured": (17.19, 18.08),
+                   "variational": (21.13, 23.61), "ved": (21.32, 23.80),
+                   "acvi": (21.26, 24.47), "transformer": (21.40, 23.92)},
+    ("en", "ro"): {"soft": (12.87, 14.40), "structured": (7.04, 7.08),
+                   "variational": (14.02, 15.51), "ved": (12.84, 12.76),
+                   "acvi": (14.15, 15.78), "transformer": (13.90, 15.30)},
+    ("ro", "en"): {"soft": (15.87, 15.78), "structured": (11.02, 11.68),
+                   "variational": (17.49, 17.40), "ved": (15.18, 15.56),
+                   "acvi": (18.07, 17.78), "transformer": (17.66, 17.91)},
 }
+# Table 4's rows, in the paper's order (the ICLR version's: its Transformer row last).
+TABLE4_METHODS = ("soft", "structured", "variational", "ved", "acvi", "transformer")
 METHODS = {"soft": "Baseline (soft attention)", "structured": "Structured attention",
-           "acvi": "ACVI", "copy-source": "Copy the source (floor)"}
+           "variational": "Variational attention (Deng et al. 2018)",
+           "ved": "VED (Bahuleyan et al. 2018)", "acvi": "ACVI",
+           "transformer": "Transformer (Vaswani et al. 2017)",
+           "copy-source": "Copy the source (floor)"}
 LANG_NAMES = {"en": "En", "vi": "Vi", "ro": "Ro", "de": "De"}
 DATASET_OF = {("en", "vi"): "iwslt15_en_vi", ("vi", "en"): "iwslt15_en_vi",
               ("en", "ro"): "wmt16_en_ro", ("ro", "en"): "wmt16_en_ro"}
@@ -53,12 +70,18 @@ SPLIT_NAMES = {"iwslt15_en_vi": ("tst2012", "tst2013"), "wmt16_en_ro": ("newsdev
                "multi30k": ("val", "test2016")}
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+# One run per row and direction (experiments/configs/table4_<direction>_<method>.flags):
+# soft and ACVI first (the paper's comparison), then the baselines.
+TABLE4_DIRECTIONS = ("envi", "vien", "enro", "roen")
+TABLE4_BASELINES = ("structured", "variational", "ved", "transformer")
 TABLE4_RUNS = [(f"{d}_{a}", f"table4_{d}_{a}.flags", [])
-               for d in ("envi", "vien", "enro", "roen") for a in ("soft", "acvi")]
+               for d in TABLE4_DIRECTIONS for a in ("soft", "acvi")] + [
+    (f"{d}_{a}", f"table4_{d}_{a}.flags", []) for a in TABLE4_BASELINES
+    for d in TABLE4_DIRECTIONS]
 COPY_BASELINE_ARGS = ["--dataset=multi30k", "--src=en", "--tgt=de", "--mode=copy_baseline"]
-TABLE4_CPU_RUNS = [("multi30k_copy", None, COPY_BASELINE_ARGS),
-                   ("multi30k_soft", "table4cpu_multi30k_soft.flags", ["--noprogress"]),
-                   ("multi30k_acvi", "table4cpu_multi30k_acvi.flags", ["--noprogress"])]
+TABLE4_CPU_RUNS = [("multi30k_copy", None, COPY_BASELINE_ARGS)] + [
+    (f"multi30k_{a}", f"table4cpu_multi30k_{a}.flags", ["--noprogress"])
+    for a in ("soft", "acvi") + TABLE4_BASELINES]
 # A few minutes on 2 cores (measured: 2.5-4.6 min per model, depending on load): the
 # cpu profile cut to 300 steps on the pairs of <= 12 tokens, a higher learning rate,
 # greedy decoding of the first 500 val/test sentences. A demo, not a result.
@@ -151,6 +174,14 @@ class _Footnotes:
         return "\n".join(f"{i}. {item}" for i, item in enumerate(self.items, 1))
 
 
+def _not_run(system):
+    """The "our run" cell of a row without a result: "not run" when the row's system is
+    registered here (a flagfile runs it), else "not implemented here"."""
+    if system in ("copy-source", "lead-3"):
+        return "not run"
+    return "not run" if system in common.system_names() else "not implemented here"
+
+
 # ---------------------------------------------------------------------------
 # Tables
 # ---------------------------------------------------------------------------
@@ -166,7 +197,7 @@ def table4(results):
     headers += ["paper (Table 4): dev", "paper (Table 4): test", "our run"]
     rows, notes = [], _Footnotes()
     for (src, tgt), paper in PAPER_TABLE4.items():
-        for method in ("soft", "structured", "acvi"):
+        for method in TABLE4_METHODS:
             mine = [r for r in results if (r["src"], r["tgt"]) == (src, tgt)
                     and r["system"] == method]
             row = [direction_label(src, tgt), METHODS[method]]
@@ -178,7 +209,7 @@ def table4(results):
                     continue
                 row += [r["bleu"].get("dev"), r["bleu"].get("test")]
                 refs.append(notes.add(r))
-            row += [paper[method][0], paper[method][1], " ".join(refs) or "not run"]
+            row += [paper[method][0], paper[method][1], " ".join(refs) or _not_run(method)]
             rows.append(row)
     align = "ll" + "rr" * len(profiles) + "rrl"
     text = [
@@ -190,6 +221,10 @@ def table4(results):
         "headed *paper (Table 4)* quote the paper's numbers and are never our results. "
         "dev/test: IWSLT'15 tst2012/tst2013 (tokenized BLEU, sacrebleu `tok:none`), "
         "WMT'16 newsdev2016/newstest2016 (detokenized sacreBLEU 13a). "
+        "Soft attention, structured attention and ACVI quote the journal version; "
+        "variational attention, VED and the Transformer are rows of the ICLR version only "
+        "(which reports structured attention at 23.81/25.00, 21.19/23.08, 14.04/15.08 "
+        "and 17.02/17.68). "
         "† = see the note (e.g. trained on a partial copy of the training data: not "
         "comparable with the paper).",
         "",
@@ -215,7 +250,7 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
     headers += ["paper (Table 4, IWSLT'15/WMT'16, full scale): Δ test vs baseline, "
                 "En→Vi / Vi→En / En→Ro / Ro→En", "our run"]
     rows, notes = [], _Footnotes()
-    for method in ("copy-source", "soft", "acvi"):
+    for method in ("copy-source",) + TABLE4_METHODS:
         row = [METHODS[method]]
         refs = []
         for p in profiles:
@@ -235,7 +270,7 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
         else:
             paper = " / ".join(f"{PAPER_TABLE4[d][method][1] - PAPER_TABLE4[d]['soft'][1]:+.2f}"
                                for d in PAPER_TABLE4)
-        row += [paper, " ".join(dict.fromkeys(refs)) or "not run"]
+        row += [paper, " ".join(dict.fromkeys(refs)) or _not_run(method)]
         rows.append(row)
     align = "l" + "rrr" * len(profiles) + "ll"
     text = [
@@ -245,9 +280,10 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
         "",
         "Multi30k (WMT'16 multimodal task 1) En→De, official lowercased tokenized files; "
         "val (1,014) and test2016 (1,000); tokenized BLEU (sacrebleu `tok:none`, no "
-        "smoothing). The paper does not report Multi30k: its column quotes the ACVI − "
-        "baseline test-BLEU differences of its Table 4 (other datasets, full scale), "
-        "for the direction of the effect only; it is not our result.",
+        "smoothing). The paper does not report Multi30k: its column quotes each method's "
+        "test-BLEU difference to the baseline in its Table 4 (other datasets, full scale), "
+        "for the direction of the effect only; it is not our result (structured "
+        "attention: the journal version's numbers).",
         "",
         "Runs (the command that produced each number):",
         "",
@@ -330,8 +366,7 @@ def table3(results, title="Table 3: video captioning on MSVD (Youtube2Text)"):
             refs.append(ref + (" §" if r.get("synthetic_features") else ""))
         paper = PAPER_TABLE3.get(method)
         row += (list(paper["ROUGE-L"]) + list(paper["CIDEr"])) if paper else [None] * 4
-        registered = method in common.system_names()
-        row.append(" ".join(refs) or ("not run" if registered else "not implemented here"))
+        row.append(" ".join(refs) or _not_run(method))
         rows.append(row)
     rows = [[f"{c:.4f}" if isinstance(c, float) else c for c in row] for row in rows]
     text = [f"# {title}", ""]
@@ -356,7 +391,9 @@ def table3(results, title="Table 3: video captioning on MSVD (Youtube2Text)"):
 
 
 # Extra args per table on top of the flagfiles (experiments/configs/table3_*.flags).
-TABLE3_METHODS = ("soft", "structured", "gaussian", "acvi")
+# Table 3's rows (VED and variational attention: the ICLR and later versions), and
+# Gaussian variational attention, which is not a row of it.
+TABLE3_METHODS = ("soft", "structured", "variational", "ved", "gaussian", "acvi")
 TABLE3_RUNS = [(a, f"table3_{a}.flags", ["--noprogress"]) for a in TABLE3_METHODS]
 TABLE3_CPU_RUNS = [(a, f"table3_{a}.flags", ["--profile=cpu", "--noprogress"])
                    for a in TABLE3_METHODS]
@@ -402,9 +439,20 @@ PAPER_TABLE1 = [
     (("acvi", "pointer", True, None), "pointer-generator + ACVI + coverage",
      (42.71, 19.24, 39.05, 18.47, 20.09)),
     (("lead-3", None, False, None), "lead-3 baseline", (40.34, 17.70, 36.57, 20.48, 22.21)),
+    # Rows of the ICLR version's Table 1 only (papers/000_*; the same in papers/003_*
+    # but the Transformer's); its other rows have the journal version's numbers.
+    (("transformer", "softmax", False, None), "Transformer (ICLR version)",
+     (24.40, 5.89, 17.60, 10.38, 10.72)),
+    (("variational", "pointer", True, None),
+     "pointer-generator + coverage: variational attention (ICLR version)",
+     (40.04, 17.37, 36.45, 17.14, 18.66)),
+    (("ved", "pointer", True, None), "pointer-generator + coverage: VED (ICLR version)",
+     (41.28, 18.05, 38.12, 17.63, 18.87)),
 ]
-# Table 2 (pointer-generator + coverage): rates as printed (read as percentages).
-PAPER_TABLE2 = {"soft": (0.05, 1.16), "structured": (0.05, 1.18), "acvi": (0.38, 1.25)}
+# Table 2 (pointer-generator + coverage): rates as printed (read as percentages);
+# variational attention and VED from the ICLR version.
+PAPER_TABLE2 = {"soft": (0.05, 1.16), "structured": (0.05, 1.18), "variational": (0.05, 1.18),
+                "ved": (0.12, 1.21), "acvi": (0.38, 1.25)}
 # Table 5 of the ICLR version (DUC2004, ROUGE-1/2/L recall at 75 bytes).
 PAPER_TABLE5 = {"soft": ("SA", (27.02, 7.44, 22.69)),
                 "variational": ("Variational attention", (27.65, 7.58, 23.50)),
@@ -420,12 +468,20 @@ def _summary_rows(results):
         if r["system"] == "lead-3":
             rows.append((("lead-3", None, False, None), r, r))
             continue
-        system = r.get("attention") or r["system"]
+        system = _summary_system(r)
         vocab = r.get("vocab_size") if r.get("head") == "softmax" else None
         if r.get("no_coverage"):
             rows.append(((system, r["head"], False, vocab), r["no_coverage"], r))
         rows.append(((system, r["head"], bool(r.get("coverage")), vocab), r, r))
     return rows
+
+
+def _summary_system(r):
+    """The row system of a summarization run: ``system`` as experiments.summarize writes
+    it (the variant, latent or architecture; softmax-head runs carry a "seq2seq-"
+    prefix), not ``attention`` (soft for VED and the Transformer too)."""
+    system = r.get("system") or r.get("attention")
+    return system[len("seq2seq-"):] if system.startswith("seq2seq-") else system
 
 
 def _summary_notes(r):
@@ -469,16 +525,18 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail")
             if s is not r:
                 extra.append(f"at step {s.get('steps'):,}, before coverage")
             refs.append(ref + (f" ({'; '.join(extra)})" if extra else ""))
-        row += list(paper) + [" ".join(dict.fromkeys(refs)) or "not run"]
+        row += list(paper) + [" ".join(dict.fromkeys(refs)) or _not_run(key[0])]
         rows.append(row)
     table2_rows = []
     for system, (nw, oov) in PAPER_TABLE2.items():
-        r = next((x for x in results if (x.get("attention") or x["system"]) == system
+        r = next((x for x in results if x["system"] != "lead-3"
+                  and _summary_system(x) == system
                   and x.get("head") == "pointer" and x.get("novelty")), None)
         ours = [r["novelty"]["novel_word_percent"], r["novelty"]["oov_adoption_percent"]] \
             if r else [None, None]
         table2_rows.append([METHODS.get(system, system)] + ours + [nw, oov,
-                           notes.add(dict(r, partial_eval=False, splits={})) if r else "not run"])
+                           notes.add(dict(r, partial_eval=False, splits={})) if r
+                           else _not_run(system)])
     text = [
         f"# {title}",
         "",
@@ -535,7 +593,7 @@ def table5(results, title="Table 5: DUC2004 with CNN/DailyMail-trained models"):
             refs.append(notes.add(dict(r, command=r["duc2004"]["command"],
                                        train_command=r.get("train_command"),
                                        partial_eval=False, splits={})))
-        rows.append(row + list(paper) + [" ".join(refs) or "not run"])
+        rows.append(row + list(paper) + [" ".join(refs) or _not_run(system)])
     return "\n".join([
         f"# {title}",
         "",
@@ -553,14 +611,18 @@ def table5(results, title="Table 5: DUC2004 with CNN/DailyMail-trained models"):
 
 
 SUMMARY_TABLES = ("table1", "table1-cpu", "table5", "lead3")
+# The baselines' runs (experiments/configs/table1_<name>.flags, table1_cpu_<name>.flags).
+TABLE1_BASELINES = ("pg_structured", "pg_variational", "pg_ved", "transformer")
 TABLE1_RUNS = [("lead3", None, ["--mode=lead3", "--profile=paper"])] + [
     (n, f"table1_{n}.flags", ["--noprogress"])
-    for n in ("pg_soft", "pg_acvi", "seq2seq_50k", "seq2seq_150k")]
-TABLE1_CPU_RUNS = [("lead3", None, ["--mode=lead3", "--profile=cpu"]),
-                   ("pg_soft", "table1_cpu_pg_soft.flags", ["--noprogress"]),
-                   ("pg_acvi", "table1_cpu_pg_acvi.flags", ["--noprogress"])]
-# make table5 decodes DUC2004 with the pointer-generator runs under --runs_root.
-TABLE5_RUNS = [(n, "table5_duc2004.flags", []) for n in ("pg_soft", "pg_acvi")]
+    for n in ("pg_soft", "pg_acvi", "seq2seq_50k", "seq2seq_150k") + TABLE1_BASELINES]
+TABLE1_CPU_RUNS = [("lead3", None, ["--mode=lead3", "--profile=cpu"])] + [
+    (n, f"table1_cpu_{n}.flags", ["--noprogress"])
+    for n in ("pg_soft", "pg_acvi") + TABLE1_BASELINES]
+# make table5 decodes DUC2004 with the pointer-generator runs under --runs_root: Table 5's
+# rows (ICLR version) SA, variational attention, VED and ACVI.
+TABLE5_RUNS = [(n, "table5_duc2004.flags", [])
+               for n in ("pg_soft", "pg_variational", "pg_ved", "pg_acvi")]
 TABLES.update({"table1": TABLE1_RUNS, "table1-cpu": TABLE1_CPU_RUNS, "table5": TABLE5_RUNS,
                "lead3": [("lead3", None, ["--mode=lead3", "--profile=paper"])]})
 RENDER.update({
@@ -709,7 +771,19 @@ def main(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--dry_run", action="store_true",
                    help="check the data and print the commands; run nothing")
+    p.add_argument("--only", default="all",
+                   help="comma-separated run names of the table to run (e.g. "
+                        "lead3,pg_soft,pg_acvi), or 'all'; the table renders every result "
+                        "found under --runs_root either way")
     args = parser.parse_args(argv)
+    if args.command == "run" and args.only != "all":
+        names = [n for n in args.only.split(",") if n]
+        known = [r[0] for r in TABLES[args.table]]
+        unknown = [n for n in names if n not in known]
+        if unknown or not names:
+            parser.error(f"--only: {', '.join(unknown) or 'no run names'} not among "
+                         f"{args.table}'s runs: {', '.join(known)}")
+        TABLES[args.table] = [r for r in TABLES[args.table] if r[0] in names]
     if args.command == "run":
         return run_table(args.table, args.runs_root, args.out, args.dry_run)
     results = (find_results(args.runs, task="caption", key="scores")

@@ -8,7 +8,10 @@ r"""Machine translation (Section 4.3, Appendix C, Table 4): train, evaluate, dec
         --input=sentences.en --output=sentences.de
 
 Modes: ``train_eval`` (default) trains, then decodes dev and test with
-``--beam_width`` and prints BLEU with sacrebleu's signature; ``train``; ``eval``
+``--beam_width`` and prints BLEU with sacrebleu's signature and the diversity of
+the translations (entropy, distinct-1/2 of Bahuleyan et al. 2018, over the
+whitespace tokens of the decoded corpus: :mod:`acvi_tf.metrics.diversity`);
+``train``; ``eval``
 (a trained ``--model_dir``); ``decode`` (``--input`` or stdin to ``--output`` or
 stdout; input in the dataset's form: Moses-tokenized for IWSLT/Multi30k ``tok``,
 raw text for WMT); ``copy_baseline`` (the source sentence as the translation).
@@ -33,6 +36,7 @@ import sys
 
 from absl import app, flags
 
+from acvi_tf.metrics import diversity
 from experiments import common
 from experiments.common import FlagError
 
@@ -354,8 +358,10 @@ class Evaluator:
             self.final_dev = (step, hyps, bleu)
         nll, ppl = self.dev_loss(model, subset)
         n = len(hyps)
+        div = diversity.diversity(hyps)
         scalars = {"dev_bleu": bleu.score, "dev_nll": nll, "dev_ppl": ppl,
-                   "dev_decode_seconds": watch.seconds()}
+                   "dev_entropy": div["entropy"], "dev_distinct_1": div["distinct_1"],
+                   "dev_distinct_2": div["distinct_2"], "dev_decode_seconds": watch.seconds()}
         texts = {f"sample_{i}": f"**src:** {srcs[i]}\n\n**ref:** {refs[i]}\n\n**hyp:** {hyps[i]}"
                  for i in range(min(2, n))}
         texts["dev_bleu"] = (f"{bleu} on {n} dev sentences, beam "
@@ -432,8 +438,11 @@ def run_eval(model, evaluator, model_dir, step, fv=FLAGS):
         common.write_text(path, "\n".join(hyps))
         _, _, _, report = evaluator.split(split)
         results[split] = {"bleu": bleu.score, "bleu_string": str(bleu), "signature": bleu.signature,
+                          "diversity": diversity.diversity(hyps),
                           "decode_file": path, "sentences": len(hyps), "data_report": report}
         print(f"{split} ({len(hyps)} sentences) {bleu}", flush=True)
+        print(f"{split} diversity: {diversity.format_diversity(results[split]['diversity'])}",
+              flush=True)
     return results, watch.seconds()
 
 
@@ -444,6 +453,8 @@ def _finish(model_dir, src, tgt, split_results, eval_seconds, step, fv=FLAGS, sy
             "attention": None if system else fv.attention,
             "profile": fv.profile, "steps": step,
             "bleu": {s: r["bleu"] for s, r in split_results.items()},
+            "diversity": {s: r["diversity"] for s, r in split_results.items()
+                          if "diversity" in r},
             "signature": next(iter(split_results.values()))["signature"],
             "splits": split_results, "command": common.command_line(MODULE),
             "argv": sys.argv, "eval_wall_time_sec": eval_seconds,
@@ -468,7 +479,7 @@ def run_copy_baseline(model_dir, src, tgt, fv=FLAGS):
         common.write_text(path, "\n".join(hyps))
         results[split] = {"bleu": bleu.score, "bleu_string": str(bleu),
                           "signature": bleu.signature, "decode_file": path,
-                          "sentences": len(hyps)}
+                          "diversity": diversity.diversity(hyps), "sentences": len(hyps)}
         print(f"{split} copy-the-source ({len(hyps)} sentences) {bleu}", flush=True)
     return _finish(model_dir, src, tgt, results, watch.seconds(), 0, fv, system="copy-source")
 

@@ -172,6 +172,7 @@ class ACVI(ContextVariant):
     """
 
     aux_loss_names = ("kl", "kl_mc", "kl_bound")
+    kl_names = aux_loss_names  # all three estimate KL[p(c_t; D) || N(0, I)]; "kl" is weighted
     # Only the reparameterised context feeds the next decoder step; the KL terms are
     # computed after teacher forcing, for all steps at once (see deferred_aux).
     deferred_names = ("log_probs",)

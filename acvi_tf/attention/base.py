@@ -48,10 +48,14 @@ class ContextVariant(keras.layers.Layer):
 
     ``aux_loss_names`` lists the names ``step`` returns (so a training loop can
     allocate accumulators before tracing). ``loss_weights`` says how each enters
-    the training loss; names with no weight are logged only.
+    the training loss; names with no weight are logged only. ``kl_names`` are the
+    aux names that are KL divergences: KL cost annealing (Bowman et al. 2016; the
+    trainer's ``kl_anneal_steps``) scales their weights, and only theirs (never a
+    coverage, REINFORCE or likelihood term).
     """
 
     aux_loss_names = ()
+    kl_names = ()            # the aux_loss_names that are KL terms (annealed)
     deferred_names = ()      # per-step tensors stacked for deferred_aux
     deferred_aux_names = ()  # the aux_loss_names that deferred_aux (not step) returns
     # True: Seq2Seq passes target_vocab_size, pad_id and unk_id (an inference network

@@ -57,13 +57,19 @@ class GaussianAttention(ContextVariant):
       memory_dim: dim(h_i) (= dim(a_t)).
       prior: ``"standard"`` (N(0, I), their VAttn-0) or ``"mean_encoder"``
         (N(h_bar, I), their VAttn-h_bar).
-      kl_weight: gamma_a, the weight of sum_t KL in the loss (1 gives the ELBO).
+      kl_weight: the weight of sum_t KL in the loss (1 gives the ELBO). Their objective
+        J = J_rec + lambda_KL [KL(q(z) || p(z)) + gamma_a sum_j KL(q(a_j) || p(a_j))]
+        is ``--latent=ved --latent_option kl_weight=lambda_KL --attention=gaussian
+        --attention_option kl_weight=lambda_KL*gamma_a`` (their code: gamma_a = 0.1).
+        KL annealing (the trainer's ``kl_anneal_steps``, their schedule of lambda_KL)
+        scales both KL weights by the same factor, so gamma_a stays their ratio.
       sample_at_decode: draw a_t at decode time instead of using the mean.
 
     Aux losses: ``kl`` [B] per step.
     """
 
     aux_loss_names = ("kl",)
+    kl_names = ("kl",)
 
     def __init__(self, memory_dim, prior="standard", kl_weight=1.0, sample_at_decode=False,
                  **kwargs):

@@ -91,6 +91,7 @@ class VariationalAttention(ContextVariant):
     """
 
     aux_loss_names = ("kl", "reinforce", "nll_soft", "reward")
+    kl_names = ("kl",)  # KL(q || p); the REINFORCE surrogate and nll_soft are not annealed
     uses_target_vocab = True
 
     def __init__(self, memory_dim, target_vocab_size=None, pad_id=0, unk_id=1,

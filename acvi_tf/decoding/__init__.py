@@ -5,6 +5,6 @@
 """
 
 from acvi_tf.decoding.beam import beam_search, length_penalty, tile_beam
-from acvi_tf.decoding.greedy import greedy_search
+from acvi_tf.decoding.greedy import greedy_search, never_emit
 
-__all__ = ["beam_search", "greedy_search", "length_penalty", "tile_beam"]
+__all__ = ["beam_search", "greedy_search", "length_penalty", "never_emit", "tile_beam"]

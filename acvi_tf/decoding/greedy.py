@@ -44,6 +44,29 @@ def forbid_end(log_probs, end_id, step, min_length):
     return tf.where(forbidden, tf.constant(NEG_INF, log_probs.dtype), log_probs)
 
 
+def never_emit(step_fn, token_ids):
+    """Wraps a decoding ``step_fn`` so that ``token_ids`` (padding, the start token) are
+    never chosen: their log-probabilities become -inf.
+
+    The output layer normalises over the whole vocabulary, so an under-trained model
+    can put mass on <pad> or <s>; a hypothesis made of them would pass ``min_length``
+    and decode to an empty string. The other columns are unchanged, so the scores of
+    the hypotheses that remain are the model's own log-likelihoods.
+    """
+    token_ids = sorted({int(i) for i in token_ids})
+    if not token_ids:
+        return step_fn
+
+    def masked_step_fn(ids, state):
+        log_probs, state, extras = step_fn(ids, state)
+        vocab = tf.range(tf.shape(log_probs)[-1])
+        banned = tf.reduce_any(tf.equal(vocab[:, None], tf.constant(token_ids)[None, :]),
+                               axis=1)
+        return (tf.where(banned, tf.constant(NEG_INF, log_probs.dtype), log_probs),
+                state, extras)
+    return masked_step_fn
+
+
 def write_time(buffer, values, step, time_axis):
     """Returns buffer with index ``step`` of its (static-length) time axis replaced by values.
 

@@ -6,6 +6,7 @@ A new latent is one module that subclasses :class:`Latent` and decorates it with
 
 from acvi_tf.latent.base import LATENTS, Latent, register_latent  # noqa: F401
 from acvi_tf.latent import ved  # noqa: F401  (registers "ved")
+from acvi_tf.latent import vrnmt  # noqa: F401  (registers "vrnmt")
 
 
 def get_latent(name):

@@ -40,6 +40,7 @@ class SentenceLatent(Latent):
     """
 
     sequence_aux_names = ("kl_z",)
+    kl_names = ("kl_z",)
 
     def __init__(self, latent_dim=100, kl_weight=1.0, feed="input", sample_at_decode=False,
                  **kwargs):

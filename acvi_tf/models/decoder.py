@@ -1,4 +1,4 @@
-"""The attentional LSTM decoder and its single ``step()``.
+"""The attentional recurrent decoder (LSTM, or GRU) and its single ``step()``.
 
 Teacher-forced training (``Seq2Seq.teacher_forced``) and every search strategy
 (:mod:`acvi_tf.decoding`) call the same ``step``; nothing else advances the
@@ -11,19 +11,42 @@ import tensorflow as tf
 from acvi_tf.attention.base import FEEDBACK
 from acvi_tf.utils.ops import dropout, fold_seed
 
+CELLS = ("lstm", "gru")  # ModelConfig.decoder_cell
+
+
+def make_cell(cell, units, name):
+    """A Keras recurrent cell: ``"lstm"`` (state (h, c)) or ``"gru"`` (state (h,)).
+
+    The GRU is Cho et al.'s, as in VRNMT's Eqs. (22)-(25): the reset gate applies to
+    s_j before U (``reset_after=False``), s~ = tanh(W y + U [r * s] + C c + V z + b)
+    with [y; c; z] the step's input.
+    """
+    if cell == "lstm":
+        return keras.layers.LSTMCell(units, name=name)
+    if cell == "gru":
+        return keras.layers.GRUCell(units, reset_after=False, name=name)
+    raise ValueError(f"decoder_cell={cell!r}: choose one of {', '.join(CELLS)}")
+
 
 class AttentionDecoder(keras.layers.Layer):
-    """An n-layer LSTM decoder with attention, input feeding and an output head.
+    """An n-layer LSTM (or GRU) decoder with attention, input feeding and an output head.
 
     At step t (Section 2.1): the input is [embedding(y_{t-1}); c_{t-1}] (the
     previous context fed with the input, as See et al. and Luong et al.), the
     LSTM stack gives s_t, the score layer gives e_t (Eqs. 1/8/10), the context
     variant gives (c_t, a_t), and the head gives log P_t (Eq. 4 or Eq. 6).
     The coverage vector k_t = sum_{tau<t} a_tau (Eq. 7) is carried in the state.
+
+    ``cell`` picks the recurrent cell (:data:`CELLS`); the state's ``"rnn"`` entry
+    holds one tuple of cell states per layer, (h, c) for the LSTM and (h,) for the GRU.
+    A latent (:mod:`acvi_tf.latent`) is called twice per step: ``step`` before the
+    recurrent stack (its ``to_input`` joins the input) and ``after_attention`` once
+    s_t and c_t are known (its ``to_output`` joins s_t before the head).
     """
 
     def __init__(self, vocab_size, embed_dim, units, num_layers, score, variant, head,
-                 dropout=0.0, unk_id=1, use_coverage=False, latent=None, **kwargs):
+                 dropout=0.0, unk_id=1, use_coverage=False, latent=None, cell="lstm",
+                 **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.embed_dim = embed_dim
@@ -36,7 +59,8 @@ class AttentionDecoder(keras.layers.Layer):
         # while it is off w_k gets no gradient, so it stays at its zero init.
         self.coverage_active = use_coverage
         self.embedding = keras.layers.Embedding(vocab_size, embed_dim, name="embedding")
-        self.cells = [keras.layers.LSTMCell(units, name=f"lstm_{i}") for i in range(num_layers)]
+        self.cell = cell
+        self.cells = [make_cell(cell, units, name=f"{cell}_{i}") for i in range(num_layers)]
         self.score = score
         self.variant = variant
         self.head = head
@@ -55,16 +79,23 @@ class AttentionDecoder(keras.layers.Layer):
                 "variant": self.variant.prepare(memory, mask, training=training,
                                                 targets=targets)}
 
-    def initial_state(self, memory_state, lstm_state):
+    def initial_state(self, memory_state, rnn_state):
+        """``rnn_state``: one tuple of initial cell states per layer (the Bridge's)."""
         memory = memory_state["memory"]
         batch = tf.shape(memory)[0]
         return {"time": tf.constant(0, tf.int32),
-                "lstm": [tuple(s) for s in lstm_state],
+                "rnn": [tuple(s) for s in rnn_state],
                 "context": tf.zeros([batch, memory.shape[-1]], memory.dtype),
                 "coverage": tf.zeros(tf.shape(memory)[:2], memory.dtype),
                 "variant": self.variant.initial_state(batch),
                 **({"latent": self.latent.initial_state(batch)} if self.latent is not None
                    else {})}
+
+    def embed(self, ids):
+        """The target embedding of ``ids``; ids outside the embedding vocabulary
+        (pointer-generator copies of source OOVs) are embedded as UNK."""
+        ids = tf.where(ids < self.vocab_size, ids, tf.cast(self.unk_id, ids.dtype))
+        return self.embedding(ids)
 
     def step(self, input_ids, state, memory_state, training=False):
         """One decoder step: ``(log_probs [B, V'], new_state, extras)``.
@@ -75,21 +106,21 @@ class AttentionDecoder(keras.layers.Layer):
         """
         t = state["time"]
         seed = fold_seed(memory_state["seed"], t, 31)
-        ids = tf.where(input_ids < self.vocab_size, input_ids,
-                       tf.cast(self.unk_id, input_ids.dtype))
-        x = self.embedding(ids)
-        inputs, to_output, latent_aux = [x, state["context"]], None, {}
+        x = self.embed(input_ids)
+        inputs, to_output, latent_aux = [x, state["context"]], [], {}
         if self.latent is not None:
-            to_input, to_output, latent_aux, latent_state = self.latent.step(
+            to_input, latent_output, latent_aux, latent_state = self.latent.step(
                 memory_state["latent"], state["latent"],
-                {"time": t, "lstm": state["lstm"], "input": x}, training=training)
+                {"time": t, "rnn": state["rnn"], "input": x}, training=training)
             if to_input is not None:
                 inputs.append(to_input)
+            if latent_output is not None:
+                to_output.append(latent_output)
         h = dropout(tf.concat(inputs, axis=-1), self.dropout_rate, fold_seed(seed, 0), training)
-        new_lstm = []
+        new_rnn = []
         for i, cell in enumerate(self.cells):
-            h, (h_i, c_i) = cell(h, list(state["lstm"][i]), training=training)
-            new_lstm.append((h_i, c_i))
+            h, cell_state = cell(h, list(state["rnn"][i]), training=training)
+            new_rnn.append(tuple(cell_state))
             if i < self.num_layers - 1:
                 h = dropout(h, self.dropout_rate, fold_seed(seed, 1, i), training)
         s_t = h
@@ -103,9 +134,17 @@ class AttentionDecoder(keras.layers.Layer):
             # Eq. (9): the coverage loss sum_i min(a_t^i, k_t^i); zero while coverage is off.
             aux["coverage"] = (tf.reduce_sum(tf.minimum(probs, coverage), axis=-1)
                                if self.coverage_active else tf.zeros_like(probs[:, 0]))
+        if self.latent is not None:  # latents of s_t and c_t (VRNMT's z_j, Eqs. 14-20)
+            latent_output, after_aux, latent_state = self.latent.after_attention(
+                memory_state["latent"], latent_state,
+                {"time": t, "s": s_t, "context": context, "input": x, "embed": self.embed,
+                 "seed": fold_seed(seed, 3)}, training=training)
+            if latent_output is not None:
+                to_output.append(latent_output)
+            latent_aux = {**latent_aux, **after_aux}
         out = dropout(s_t, self.dropout_rate, fold_seed(seed, 2), training)
-        if to_output is not None:
-            out = tf.concat([out, to_output], axis=-1)
+        if to_output:
+            out = tf.concat([out] + to_output, axis=-1)
         aux.update(latent_aux)
         log_probs, head_extras = self.head(out, context, x, probs, memory_state)
         feed = context
@@ -116,7 +155,7 @@ class AttentionDecoder(keras.layers.Layer):
             aux.update(self.variant.output_aux(log_probs, extra, feedback, memory_state,
                                                {"time": t}))
             feed = feedback.get("input_feed", context)
-        new_state = {"time": t + 1, "lstm": new_lstm, "context": feed,
+        new_state = {"time": t + 1, "rnn": new_rnn, "context": feed,
                      "coverage": coverage + probs, "variant": variant_state}
         if self.latent is not None:
             new_state["latent"] = latent_state
@@ -127,4 +166,4 @@ class AttentionDecoder(keras.layers.Layer):
         return {**super().get_config(), "vocab_size": self.vocab_size,
                 "embed_dim": self.embed_dim, "units": self.units,
                 "num_layers": self.num_layers, "dropout": self.dropout_rate,
-                "unk_id": self.unk_id, "use_coverage": self.use_coverage}
+                "unk_id": self.unk_id, "use_coverage": self.use_coverage, "cell": self.cell}

@@ -65,24 +65,32 @@ class Bridge(keras.layers.Layer):
     """Maps the encoder's final (h, c) of each layer to the decoder's initial state.
 
     As See et al.'s ``_reduce_states``: a ReLU layer per h and c. Decoder layer l
-    takes encoder layer min(l, L_enc - 1).
+    takes encoder layer min(l, L_enc - 1). With ``cell="gru"`` the decoder state is
+    h alone, so only h is reduced (s_0 from the encoder's final h, as Bahdanau et al.
+    initialise the GRU decoder VRNMT uses, with See et al.'s ReLU layer); each layer's
+    state is then a 1-tuple (h,).
     """
 
-    def __init__(self, units, num_layers, **kwargs):
+    def __init__(self, units, num_layers, cell="lstm", **kwargs):
         super().__init__(**kwargs)
         self.units = units
         self.num_layers = num_layers
+        self.cell = cell
         self.reduce_h = [keras.layers.Dense(units, activation="relu", name=f"reduce_h_{i}")
                          for i in range(num_layers)]
-        self.reduce_c = [keras.layers.Dense(units, activation="relu", name=f"reduce_c_{i}")
-                         for i in range(num_layers)]
+        self.reduce_c = ([keras.layers.Dense(units, activation="relu", name=f"reduce_c_{i}")
+                          for i in range(num_layers)] if cell == "lstm" else [])
 
     def call(self, finals):
         out = []
         for i in range(self.num_layers):
             h, c = finals[min(i, len(finals) - 1)]
-            out.append((self.reduce_h[i](h), self.reduce_c[i](c)))
+            if self.reduce_c:
+                out.append((self.reduce_h[i](h), self.reduce_c[i](c)))
+            else:
+                out.append((self.reduce_h[i](h),))
         return out
 
     def get_config(self):
-        return {**super().get_config(), "units": self.units, "num_layers": self.num_layers}
+        return {**super().get_config(), "units": self.units, "num_layers": self.num_layers,
+                "cell": self.cell}

@@ -26,6 +26,7 @@ class ModelConfig:
     encoder_layers: int = 1            # stacked BiLSTM layers
     decoder_units: int = 256           # decoder LSTM units (s_t)
     decoder_layers: int = 1            # stacked decoder LSTM layers
+    decoder_cell: str = "lstm"         # decoder recurrent cell: "lstm" or "gru" (VRNMT's)
     score: str = "additive"            # "additive" (Eq. 1) or "multiplicative" (Eq. 10)
     attention_units: int = 256         # size of W_h h_i, W_s s_t in the additive score
     attention: str = "soft"            # context variant, from the registry
@@ -35,6 +36,7 @@ class ModelConfig:
     coverage: bool = False             # coverage vector in the score (Eq. 8) and loss (Eq. 9)
     coverage_weight: float = 1.0       # lambda of Eq. (9)
     dropout: float = 0.0               # dropout on embeddings, between layers, before the head
+    word_dropout: float = 0.0          # training: each decoder input word -> UNK w.p. this
     num_samples: int = 1               # K Monte-Carlo samples of the ELBO (batch tiled K times)
     pad_id: int = 0
     unk_id: int = 1
@@ -74,7 +76,7 @@ class Seq2Seq(keras.Model):
         self.encoder = Encoder(c.src_vocab_size, c.embed_dim, c.encoder_units,
                                c.encoder_layers, c.dropout, name="encoder")
         memory_dim = self.encoder.output_dim
-        self.bridge = Bridge(c.decoder_units, c.decoder_layers, name="bridge")
+        self.bridge = Bridge(c.decoder_units, c.decoder_layers, c.decoder_cell, name="bridge")
         score_units = c.attention_units if c.score == "additive" else c.decoder_units
         score = SCORES.get(c.score)(score_units, use_coverage=c.coverage, name="score")
         variant_cls = attention_lib.get_attention(c.attention)
@@ -90,6 +92,7 @@ class Seq2Seq(keras.Model):
                                         c.decoder_layers, score, variant, head,
                                         dropout=c.dropout, unk_id=c.unk_id,
                                         use_coverage=c.coverage, latent=latent,
+                                        cell=c.decoder_cell,
                                         name="decoder")
 
     # -- the pieces ---------------------------------------------------------
@@ -100,6 +103,14 @@ class Seq2Seq(keras.Model):
     @property
     def latent(self):
         return self.decoder.latent
+
+    def kl_loss_names(self):
+        """The aux names that are KL terms (the variant's and the latent's ``kl_names``):
+        the ones KL cost annealing scales (``loss_terms(kl_scale=...)``)."""
+        names = list(self.variant.kl_names)
+        if self.latent is not None:
+            names.extend(self.latent.kl_names)
+        return names
 
     def loss_weights(self):
         """How each named auxiliary loss enters the training loss."""
@@ -160,9 +171,14 @@ class Seq2Seq(keras.Model):
 
         Returns a dict: ``nll`` [B] (summed masked token NLL), one [B] sum per
         aux loss name, ``num_tokens`` [B], and ``attention`` [B, T, N] if asked.
+        In training, ``word_dropout`` > 0 replaces decoder input words by UNK
+        (:func:`word_dropout`, seeded from ``seed``); the targets are unchanged.
         """
         memory_state, state = self.start(batch, training=training, seed=seed, with_targets=True)
         tgt_in, tgt_out = batch["tgt_in"], batch["tgt_out"]
+        if training and self.config.word_dropout > 0:
+            tgt_in = word_dropout(tgt_in, self.config.word_dropout, fold_seed(seed, 1403),
+                                  self.config.pad_id, self.config.unk_id)
         tmask = tf.cast(sequence_mask(tgt_out, self.config.pad_id), tf.float32)
         batch_size, length = tf.shape(tgt_in)[0], tf.shape(tgt_in)[1]
         deferred = tuple(self.variant.deferred_names)
@@ -200,12 +216,16 @@ class Seq2Seq(keras.Model):
             out["attention"] = stacked["attention"]
         return out
 
-    def loss_terms(self, batch, training=False, seed=0):
+    def loss_terms(self, batch, training=False, seed=0, kl_scale=None):
         """Sums over the batch of every term, with K-sample tiling (``num_samples``).
 
         Returns scalars: ``nll``, each aux name, ``num_tokens``, and
         ``objective`` = nll + sum_name weight * aux (the negative ELBO for ACVI).
         Divide by the (global) token count to get per-token values.
+
+        ``kl_scale`` (a scalar, e.g. the trainer's KL annealing factor; Bowman et al.
+        2016) multiplies the weights of the KL terms (:meth:`kl_loss_names`) only;
+        coverage, REINFORCE and likelihood terms keep their weights. None: 1.
         """
         k = self.config.num_samples
         if k > 1:
@@ -213,8 +233,12 @@ class Seq2Seq(keras.Model):
                      for key, v in batch.items()}
         per_example = self.teacher_forced(batch, training=training, seed=seed)
         terms = {name: tf.reduce_sum(v) / k for name, v in per_example.items()}
+        weights = self.loss_weights()
+        if kl_scale is not None and weights:
+            annealed = set(self.kl_loss_names())
+            weights = {n: w * kl_scale if n in annealed else w for n, w in weights.items()}
         objective = terms["nll"]
-        for name, w in self.loss_weights().items():
+        for name, w in weights.items():
             objective = objective + w * terms[name]
         terms["objective"] = objective
         return terms
@@ -227,16 +251,18 @@ class Seq2Seq(keras.Model):
         memory_state, state = self.start(batch, training=False, seed=seed)
         batch_size = tf.shape(memory_state["memory"])[0]
         start_ids = tf.fill([batch_size], tf.cast(self.config.bos_id, tf.int32))
+        banned = (self.config.pad_id, self.config.bos_id)
         if beam_width == 1:
             def step_fn(ids, s):
                 return self.step(ids, s, memory_state, training=False)
-            return decoding.greedy_search(step_fn, state, start_ids, self.config.eos_id,
+            return decoding.greedy_search(decoding.never_emit(step_fn, banned), state,
+                                          start_ids, self.config.eos_id,
                                           max_length, min_length=min_length)
         tiled_memory = decoding.tile_beam(memory_state, beam_width)
 
         def beam_step_fn(ids, s):
             return self.step(ids, s, tiled_memory, training=False)
-        return decoding.beam_search(beam_step_fn, state, start_ids, self.config.eos_id,
+        return decoding.beam_search(decoding.never_emit(beam_step_fn, banned), state, start_ids, self.config.eos_id,
                                     beam_width, max_length, min_length=min_length,
                                     length_normalization=length_normalization, alpha=alpha)
 
@@ -250,6 +276,22 @@ class Seq2Seq(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(ModelConfig.from_dict(config["config"]))
+
+
+def word_dropout(ids, rate, seed, pad_id=0, unk_id=1):
+    """Word dropout on decoder inputs (Bowman et al., "Generating Sentences from a
+    Continuous Space", CoNLL 2016, Section 3.2; used by Bahuleyan et al., COLING 2018).
+
+    Each token of ``ids`` [B, T] becomes ``unk_id`` with probability ``rate``,
+    except position 0 (<bos>) and padding, so the decoder has to lean on the
+    latent / attention context rather than on the previous word. ``seed`` is a
+    stateless seed: the same seed gives the same mask.
+    """
+    ids = tf.convert_to_tensor(ids)
+    drop = tf.random.stateless_uniform(tf.shape(ids), seed=seed) < rate
+    not_first = tf.range(tf.shape(ids)[1])[None, :] > 0
+    drop = drop & not_first & tf.not_equal(ids, pad_id)
+    return tf.where(drop, tf.cast(unk_id, ids.dtype), ids)
 
 
 def _batch_major(x):

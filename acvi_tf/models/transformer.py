@@ -391,12 +391,15 @@ class Transformer(keras.Model):
                                          max_length=max_length)
         start_ids = tf.fill([tf.shape(memory_state["memory"])[0]],
                             tf.cast(self.config.bos_id, tf.int32))
+        banned = (self.config.pad_id, self.config.bos_id)  # see decoding.never_emit
         if beam_width == 1:
             return decoding.greedy_search(
-                lambda ids, s: self.step(ids, s, memory_state, training=False),
+                decoding.never_emit(
+                    lambda ids, s: self.step(ids, s, memory_state, training=False), banned),
                 state, start_ids, self.config.eos_id, max_length, min_length=min_length)
         tiled = decoding.tile_beam(memory_state, beam_width)
         return decoding.beam_search(
-            lambda ids, s: self.step(ids, s, tiled, training=False),
+            decoding.never_emit(lambda ids, s: self.step(ids, s, tiled, training=False),
+                                banned),
             state, start_ids, self.config.eos_id, beam_width, max_length,
             min_length=min_length, length_normalization=length_normalization, alpha=alpha)

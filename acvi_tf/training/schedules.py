@@ -6,9 +6,53 @@ average of Eq. 25 to the Gumbel-Softmax sample of Eq. 23 for the last 10% of
 training). The trainer traces one step function per distinct mode, so the
 switch costs one retrace, and a resumed run lands in the right mode because
 modes depend on the step alone.
+
+The KL annealing factor (:func:`kl_anneal_scale`) is not a mode: it changes every
+step, so it is a tensor computed from the step inside the compiled step.
 """
 
+import math
+
 import keras
+
+KL_ANNEALING = ("linear", "sigmoid")
+SIGMOID_STEEPNESS = 10.0  # logistic slope in units of 1 / anneal_steps (0.7% at the start)
+
+
+def kl_anneal_scale(step, anneal_steps, kind="linear"):
+    """KL cost annealing: the factor on every KL term's weight at ``step`` (a float32 tensor).
+
+    Bowman et al., "Generating Sentences from a Continuous Space" (CoNLL 2016,
+    Section 3.1): the KL weight starts at 0, so the decoder first learns to use
+    the latent code, and rises to 1 (the true ELBO) over ``anneal_steps`` steps;
+    Bahuleyan et al. (COLING 2018) train their VED and variational attention with
+    it (their lambda_KL). With x = step / anneal_steps,
+
+        linear:   min(1, x)
+        sigmoid:  (s(x) - s(0)) / (s(1) - s(0)) for x < 1, else 1, with the logistic
+                  s(x) = 1 / (1 + exp(-k (x - 1/2))), k = ``SIGMOID_STEEPNESS``:
+                  Bowman et al.'s logistic schedule (Bahuleyan et al.'s code uses
+                  the same curve written as (tanh(.) + 1) / 2), rescaled to start
+                  at exactly 0 and reach exactly 1 at ``anneal_steps``.
+
+    ``anneal_steps`` <= 0 turns annealing off (always 1). ``step`` may be a
+    Python number or a tensor (the trainer passes the global step tensor, so the
+    compiled step is traced once and a resumed run continues from its step).
+    """
+    import tensorflow as tf
+    if kind not in KL_ANNEALING:
+        raise ValueError(f"kl_anneal={kind!r}: choose one of {', '.join(KL_ANNEALING)}")
+    if anneal_steps <= 0:
+        return tf.constant(1.0, tf.float32)
+    x = tf.cast(step, tf.float32) / float(anneal_steps)
+    x = tf.clip_by_value(x, 0.0, 1.0)
+    if kind == "linear":
+        return x
+    k = SIGMOID_STEEPNESS
+    low = 1.0 / (1.0 + math.exp(0.5 * k))
+    high = 1.0 / (1.0 + math.exp(-0.5 * k))
+    scale = (tf.sigmoid(k * (x - 0.5)) - low) / (high - low)
+    return tf.where(x >= 1.0, 1.0, tf.clip_by_value(scale, 0.0, 1.0))
 
 
 class StepDecay(keras.optimizers.schedules.LearningRateSchedule):

@@ -1,7 +1,8 @@
 """The one training loop for every task.
 
 A custom loop under ``tf.function`` (optionally XLA-compiled) with:
-SGD (step decay) or Adam, global-norm clipping, checkpoints that resume the
+SGD (step decay) or Adam, global-norm clipping, KL cost annealing (Bowman et
+al. 2016; ``kl_anneal_steps``), checkpoints that resume the
 step count, the schedules and the data position, periodic validation,
 progress output, deterministic (stateless) seeding, TensorBoard scalars, text
 and attention images, a ``tf.distribute`` strategy, and a clean stop on a
@@ -47,6 +48,8 @@ class TrainConfig:
     checkpoint_every: int = 500        # checkpoints (and always at the end)
     keep_checkpoints: int = 3          # how many checkpoints to keep
     gumbel_fraction: float = 0.1       # ACVI: Gumbel-Softmax mixing for the last fraction
+    kl_anneal_steps: int = 0           # KL weights rise 0 -> 1 over these first steps (0: off)
+    kl_anneal: str = "linear"          # the annealing curve: "linear" or "sigmoid"
     progress: bool = True              # a tqdm progress bar on stderr
 
     def save(self, path):
@@ -104,6 +107,9 @@ class Trainer:
         self.mode_schedule = mode_schedule or schedules.ModeSchedule(
             config.train_steps, config.gumbel_fraction)
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        if config.kl_anneal not in schedules.KL_ANNEALING:
+            raise ValueError(f"--kl_anneal={config.kl_anneal!r}: choose one of "
+                             f"{', '.join(schedules.KL_ANNEALING)}")
         os.makedirs(config.model_dir, exist_ok=True)
         keras.utils.set_random_seed(config.seed)
         with self.strategy.scope():
@@ -160,8 +166,13 @@ class Trainer:
         seed = fold_seed(tf.stack([tf.constant(self.config.seed, tf.int32), tf.constant(0)]),
                          tf.cast(step, tf.int32), ctx.replica_id_in_sync_group)
         seed = seed[0]  # a scalar seed per sequence batch (see utils.ops.fold_seed)
+        anneal = {}
+        if self.config.kl_anneal_steps > 0:
+            # A tensor of the step: one trace for every step, XLA and replicas alike.
+            anneal["kl_scale"] = schedules.kl_anneal_scale(
+                step, self.config.kl_anneal_steps, self.config.kl_anneal)
         with tf.GradientTape() as tape:
-            terms = model.loss_terms(batch, training=True, seed=seed)
+            terms = model.loss_terms(batch, training=True, seed=seed, **anneal)
             global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, terms["num_tokens"])
             loss = terms["objective"] / tf.maximum(global_tokens, 1.0)
         variables = model.trainable_variables
@@ -197,6 +208,7 @@ class Trainer:
         metrics["grad_norm"] = grad_norm
         metrics["tokens"] = global_tokens
         metrics["finite"] = tf.cast(ok, tf.float32)
+        metrics.update(anneal)  # the same on every replica, so their mean is the value
         return metrics
 
     def _train_fn(self, modes):
@@ -298,6 +310,8 @@ class Trainer:
         tokens = sum(float(m["tokens"]) for m in window)
         means.pop("finite", None)
         means.pop("tokens", None)
+        if "kl_scale" in window[-1]:  # the factor of the window's last step, not the mean
+            means["kl_scale"] = float(window[-1]["kl_scale"])
         # Keras evaluates a schedule at the current iteration in this property.
         means["learning_rate"] = float(tf.convert_to_tensor(self.optimizer.learning_rate))
         means["tokens_per_sec"] = tokens / max(seconds, 1e-9)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from acvi_tf.decoding import beam_search, greedy_search, length_penalty, tile_beam
+from acvi_tf.decoding import beam_search, greedy_search, length_penalty, never_emit, tile_beam
 
 START, END = 0, 1
 VOCAB = 5
@@ -193,6 +193,37 @@ def test_wide_beam_equals_brute_force(normalization, min_length):
         every = enumerate_hypotheses(model, b, max_length, min_length, normalization)
         assert_beam_matches(out, b, every[:beam_width], model, max_length, min_length,
                             normalization)
+
+
+class BannedToyModel(ToyModel):
+    """The toy model searched through ``never_emit(step_fn, [BANNED])``: its numpy twin
+    drops the banned token after normalising (the other log-probs are unchanged)."""
+    BANNED = 2
+
+    def __init__(self, model):
+        super().__init__(model.table, model.emb, model.h0)
+        self.step_fn = never_emit(super().step_fn, [self.BANNED])
+
+    def np_log_probs(self, b, prefix, min_length):
+        log_probs = super().np_log_probs(b, prefix, min_length)
+        log_probs[self.BANNED] = -np.inf
+        return log_probs
+
+
+@pytest.mark.parametrize("normalization", NORMALIZATIONS)
+def test_never_emit_equals_brute_force_without_the_token(normalization):
+    """Banned tokens (<pad>, <s> in the models) never appear, and every remaining
+    hypothesis keeps the model's own, unrenormalised log-probability."""
+    max_length, beam_width, min_length = 4, 64, 1
+    model = BannedToyModel(ToyModel.random(seed=3, batch=2, max_length=max_length))
+    out = run_beam(model, beam_width, max_length, min_length, normalization)
+    greedy = run_greedy(model, max_length, min_length)
+    for b in range(model.batch):
+        every = enumerate_hypotheses(model, b, max_length, min_length, normalization)
+        assert all(model.BANNED not in seq for *_, seq in every)
+        assert_beam_matches(out, b, every[:beam_width], model, max_length, min_length,
+                            normalization)
+        assert model.BANNED not in greedy["ids"][b, :greedy["lengths"][b]].tolist()
 
 
 @pytest.mark.parametrize("normalization", NORMALIZATIONS)

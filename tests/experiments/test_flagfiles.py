@@ -1,0 +1,100 @@
+"""Every flagfile under experiments/configs/ parses with its task CLI and builds its model.
+
+A typo in a flagfile (an unknown flag, a bad enum value, an option the variant does not
+take, a combination the model refuses) fails here, not hours into a table run. Each
+file goes through what its CLI does before training: a fresh ``FlagValues`` with the
+CLI's flags, ``--flagfile=``, the profile (:func:`common.apply_profile`), the CLI's
+``check_flags``, then the task's ``model_config`` and ``common.build_model`` (Keras
+builds weights lazily, so a paper-size model costs nothing here).
+"""
+
+import glob
+import os
+import types
+
+import pytest
+from absl import flags
+
+from experiments import caption, common, summarize, tables, translate
+
+CONFIGS = sorted(glob.glob(os.path.join(tables.CONFIG_DIR, "*.flags")))
+# File name prefix -> the CLI that reads it.
+CLI_OF = (("table4", translate), ("table3", caption), ("table1", summarize),
+          ("table5", summarize))
+
+
+def cli_for(path):
+    name = os.path.basename(path)
+    for prefix, module in CLI_OF:
+        if name.startswith(prefix):
+            return module
+    raise AssertionError(f"{name}: no task CLI for this file name (add its prefix to CLI_OF)")
+
+
+def parse(module, argv):
+    fv = flags.FlagValues()
+    module.define_flags(fv)
+    fv(["prog"] + list(argv))
+    common.apply_profile(module.PROFILES, fv)
+    module.check_flags(fv)
+    return fv
+
+
+def model_config(module, fv):
+    from acvi_tf.data.vocab import Vocab
+    if module is translate:
+        vocab = types.SimpleNamespace(src_vocab=range(100), tgt_vocab=range(100))
+        return translate.model_config(vocab, fv)
+    if module is caption:
+        return caption.model_config(types.SimpleNamespace(dim=1024, vocab=range(100)), fv)
+    return summarize.model_config(Vocab([f"w{i}" for i in range(96)]), fv)
+
+
+def test_there_are_flagfiles():
+    assert len(CONFIGS) > 20, CONFIGS
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[os.path.basename(p) for p in CONFIGS])
+def test_flagfile_parses_with_its_cli_and_builds_its_model(path):
+    with open(path, encoding="utf-8") as f:
+        lines = [line.strip() for line in f]
+    assert lines[0].startswith("#"), f"{path}: start with a comment saying which row it is"
+    for line in lines:
+        assert not line or line.startswith("#") or line.startswith("--"), (path, line)
+    module = cli_for(path)
+    fv = parse(module, [f"--flagfile={path}"])
+    assert fv.profile in module.PROFILES
+    config = model_config(module, fv)
+    common.build_model(config)  # a ValueError here: the model refuses these settings
+    if fv.model_dir:  # a table row writes where the tables expect it
+        stem = os.path.basename(path)[:-len(".flags")]
+        assert fv.model_dir.startswith("runs/"), (path, fv.model_dir)
+        assert os.path.basename(fv.model_dir) in stem or stem.endswith(
+            os.path.basename(fv.model_dir)), (path, fv.model_dir)
+
+
+def test_a_typo_in_a_flagfile_fails(tmp_path):
+    bad = tmp_path / "table4_typo.flags"
+    bad.write_text("# a typo\n--profile=paper\n--atention=acvi\n")
+    with pytest.raises(flags.Error, match="atention"):
+        parse(translate, [f"--flagfile={bad}"])
+    bad.write_text("# a bad option\n--profile=paper\n--attention=acvi\n"
+                   "--attention_option=kl_wieght=0.5\n")
+    with pytest.raises(common.FlagError, match="kl_wieght"):
+        parse(translate, [f"--flagfile={bad}"])
+    bad.write_text("# refused by the model\n--profile=paper\n--model=transformer\n"
+                   "--attention=structured\n")
+    fv = parse(translate, [f"--flagfile={bad}"])
+    with pytest.raises(ValueError, match="attention"):
+        common.build_model(model_config(translate, fv))
+
+
+def test_every_table_flagfile_exists_and_every_flagfile_is_in_a_table():
+    used = set()
+    for table, runs in tables.TABLES.items():
+        for name, flagfile, _ in runs:
+            if flagfile:
+                assert os.path.exists(os.path.join(tables.CONFIG_DIR, flagfile)), (table, name)
+                used.add(flagfile)
+    unused = {os.path.basename(p) for p in CONFIGS} - used
+    assert not unused, f"flagfiles no table runs: {sorted(unused)}"

@@ -1,0 +1,216 @@
+"""experiments/tables.py: every paper row with a registered system has a run (a flagfile
+per profile the table uses), every dry run prints every run's command, and the
+baselines' results land on their own rows."""
+
+import io
+import os
+
+import pytest
+
+from experiments import common, summarize, tables
+from tests.experiments.test_flagfiles import cli_for, parse
+
+
+def _settings(flagfile, extra=()):
+    """The run's resolved flags, parsed by its CLI."""
+    path = os.path.join(tables.CONFIG_DIR, flagfile)
+    return parse(cli_for(path), [f"--flagfile={path}"] + list(extra))
+
+
+def _systems(runs):
+    out = {}
+    for name, flagfile, extra in runs:
+        if flagfile and not any(a.startswith("--mode=") for a in extra):
+            out[name] = _settings(flagfile, [a for a in extra if a != "--noprogress"])
+    return out
+
+
+@pytest.mark.parametrize("table,profile", [("table4", "paper"), ("table4-cpu", "cpu")])
+def test_table4_has_a_run_for_every_row(table, profile):
+    runs = _systems(tables.TABLES[table])
+    have = {(common.system_name(fv), fv.src, fv.tgt, fv.dataset) for fv in runs.values()}
+    assert {fv.profile for fv in runs.values()} == {profile}
+    for method in tables.TABLE4_METHODS:
+        assert method in common.system_names(), method  # every row is implemented here
+        if table == "table4":
+            for src, tgt in tables.PAPER_TABLE4:
+                assert (method, src, tgt, tables.DATASET_OF[(src, tgt)]) in have, (method, src)
+        else:
+            assert (method, "en", "de", "multi30k") in have, method
+
+
+@pytest.mark.parametrize("table", ["table3", "table3-cpu"])
+def test_table3_has_a_run_for_every_row(table):
+    runs = _systems(tables.TABLES[table])
+    systems = {common.system_name(fv) for fv in runs.values()}
+    assert set(tables.PAPER_TABLE3) <= systems
+    assert {fv.profile for fv in runs.values()} == {"cpu" if table.endswith("cpu") else "paper"}
+
+
+@pytest.mark.parametrize("table,profile", [("table1", "paper"), ("table1-cpu", "cpu")])
+def test_table1_has_a_run_for_every_row(table, profile):
+    runs = _systems(tables.TABLES[table])
+    assert {fv.profile for fv in runs.values()} == {profile}
+    keys = []
+    for fv in runs.values():
+        system = summarize._system(fv).removeprefix("seq2seq-")
+        vocab = fv.vocab_size if fv.head == "softmax" else None
+        keys.append((system, fv.head, False, vocab))  # a coverage run is evaluated before it too
+        if fv.coverage and fv.coverage_steps:
+            keys.append((system, fv.head, True, vocab))
+    for key, name, _ in tables.PAPER_TABLE1:
+        if key[0] == "lead-3":
+            assert any(n == "lead3" for n, _, _ in tables.TABLES[table])
+            continue
+        if profile == "cpu" and key[1] == "softmax" and key[0] == "soft":
+            continue  # the 50K/150K-vocabulary seq2seq rows are paper-scale only
+        assert any(tables._match(k, key) for k in keys), (table, name)
+
+
+def test_table5_decodes_every_row_with_a_table1_model():
+    table1 = {name: flagfile for name, flagfile, _ in tables.TABLES["table1"]}
+    names = [name for name, _, _ in tables.TABLES["table5"]]
+    systems = {summarize._system(_settings(table1[n])) for n in names}
+    assert set(tables.PAPER_TABLE5) == systems
+
+
+DRY_RUNS = ["table4", "table4-cpu", "table3", "table3-cpu", "table3-smoke", "table1",
+            "table1-cpu", "table5"]
+
+
+@pytest.mark.parametrize("table", DRY_RUNS)
+def test_dry_run_prints_the_command_of_every_run(table, tmp_path, monkeypatch):
+    """No data here: every table stops (or, for the synthetic smoke table, passes the
+    check) after printing one command per run, each with its flagfile."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("ACVI_DATA_MIRROR", str(empty))
+    monkeypatch.setenv("ACVI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)  # no feature store, no runs/ here
+    out = io.StringIO()
+    code = tables.run_table(table, "runs", "t.md", dry_run=True, stream=out) \
+        if table in tables.SUMMARY_TABLES + tables.CAPTION_TABLES else None
+    if code is None:  # the translation tables print to stdout
+        import contextlib
+        with contextlib.redirect_stdout(out):
+            code = tables.run_table(table, "runs", "t.md", dry_run=True)
+    text = out.getvalue()
+    assert code == (0 if table == "table3-smoke" else 2), text
+    assert not os.path.exists(tmp_path / "t.md")
+    lines = [line for line in text.split("\n") if "[to run]" in line]
+    assert len(lines) == len(tables.TABLES[table]), text
+    for (name, flagfile, _), line in zip(tables.TABLES[table], lines):
+        assert f"runs/{name}" in line, (name, line)
+        if flagfile:
+            assert f"configs/{flagfile}" in line, (flagfile, line)
+
+
+def _fake(**fields):
+    r = {"steps": 100, "train_wall_time_sec": 60.0, "eval_wall_time_sec": 5.0,
+         "decode": {"beam_width": 5}, "command": f"python -m x --{fields['system']}"}
+    r.update(fields)
+    return r
+
+
+def _row(text, first):
+    for line in text.split("\n"):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first:
+            return cells
+    raise AssertionError(f"no row {first!r} in\n{text}")
+
+
+def test_table4_baselines_render_on_their_rows():
+    results = [_fake(task="translate", dataset="iwslt15_en_vi", src="en", tgt="vi",
+                     system=s, profile="paper", bleu={"dev": d, "test": d + 1.0})
+               for s, d in (("soft", 1.0), ("ved", 3.0), ("transformer", 5.0))]
+    text = tables.table4(results)
+    header = [c.strip() for c in text.split("\n")[2].strip("|").split("|")]
+    col = {h: i for i, h in enumerate(header)}
+
+    def row(direction, method):
+        for line in text.split("\n"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if cells[:2] == [direction, method]:
+                return cells
+        raise AssertionError((direction, method))
+    ved = row("En→Vi", "VED (Bahuleyan et al. 2018)")
+    assert ved[col["ours, paper profile: test"]] == "4.00"
+    assert ved[col["paper (Table 4): test"]] == "25.31"
+    tr = row("En→Vi", "Transformer (Vaswani et al. 2017)")
+    assert tr[col["ours, paper profile: dev"]] == "5.00" and tr[col["paper (Table 4): dev"]] == "24.34"
+    var = row("Ro→En", "Variational attention (Deng et al. 2018)")
+    assert var[col["our run"]] == "not run" and var[col["paper (Table 4): test"]] == "17.40"
+    assert row("En→Ro", "Structured attention")[col["paper (Table 4): test"]] == "7.08"
+    cpu = tables.table4_cpu([dict(r, dataset="multi30k", src="en", tgt="de", profile="cpu")
+                             for r in results])
+    assert _row(cpu, "VED (Bahuleyan et al. 2018)")[3] == "+2.00"  # Δ test vs the soft run
+    assert _row(cpu, "Structured attention")[-1] == "not run"
+
+
+def _summary(system, attention, head="pointer", rouge=(30.0, 10.0, 27.0), **kw):
+    return _fake(task="summarize", system=system, attention=attention, head=head,
+                 profile="cpu", vocab_size=20000, coverage=head == "pointer",
+                 rouge=dict(zip(tables.SUMMARY_SCORES, rouge)),
+                 meteor={"exact": 1.0, "full": 2.0},
+                 novelty={"novel_word_percent": 0.7, "oov_adoption_percent": 1.7}, **kw)
+
+
+def test_table1_rows_of_latents_and_the_transformer_are_their_own():
+    """VED and the Transformer run with --attention=soft; their results must not land on
+    the soft-attention rows."""
+    results = [_summary("soft", "soft", rouge=(31.0, 11.0, 28.0)),
+               _summary("ved", "soft", rouge=(33.0, 13.0, 30.0)),
+               _summary("seq2seq-transformer", "soft", head="softmax", rouge=(20.0, 5.0, 17.0))]
+    text = tables.RENDER["table1-cpu"](results)
+    assert "33.00" in "|".join(_row(text, "pointer-generator + coverage: VED (ICLR version)"))
+    sa = "|".join(_row(text, "pointer-generator + coverage (SA)"))
+    assert "31.00" in sa and "33.00" not in sa
+    assert "20.00" in "|".join(_row(text, "Transformer (ICLR version)"))
+    assert "20.00" not in "|".join(_row(text, "seq2seq with SA (50K vocabulary)"))
+    assert _row(text, "pointer-generator + structured attention")[-1] == "not run"
+    assert _row(text, "VED (Bahuleyan et al. 2018)")[1:3] == ["0.70", "1.70"]  # Table 2
+    t5 = tables.RENDER["table5"]([dict(r, duc2004={"rouge_1": 9.0, "rouge_2": 1.0,
+                                                    "rouge_l": 8.0, "command": "python -m d"})
+                                  for r in results[1:2]])
+    assert "9.00" in "|".join(_row(t5, "VED"))
+
+
+def test_rows_without_an_implementation_say_so():
+    assert tables._not_run("structured") == "not run"
+    assert tables._not_run("lead-3") == "not run"
+    assert tables._not_run("no-such-system") == "not implemented here"
+    text = tables.table3([_fake(task="caption", system="some-new-variant", profile="smoke",
+                                scores={}, synthetic_features=True)])
+    assert _row(text, "Structured attention")[-1] == "not run"
+
+
+def test_only_runs_the_named_runs_and_refuses_unknown_names(tmp_path, monkeypatch, capsys):
+    """``tables run --only`` (the make targets' ONLY=): the dry run lists just those runs;
+    a name that is not one of the table's runs is refused with the list of names."""
+    monkeypatch.setitem(tables.TABLES, "table1-cpu", list(tables.TABLES["table1-cpu"]))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("ACVI_DATA_MIRROR", str(empty))
+    monkeypatch.setenv("ACVI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    tables.main(["run", "table1-cpu", "--only", "lead3,pg_acvi", "--runs_root", "runs",
+                 "--out", "t.md", "--dry_run"])
+    lines = [l for l in capsys.readouterr().out.split("\n") if "[to run]" in l]
+    assert len(lines) == 2 and "runs/lead3" in lines[0] and "runs/pg_acvi" in lines[1]
+    with pytest.raises(SystemExit):
+        tables.main(["run", "table1-cpu", "--only", "pg_soft,pg_nope", "--runs_root", "runs",
+                     "--out", "t.md", "--dry_run"])
+    assert "pg_nope" in capsys.readouterr().err
+
+
+def test_make_targets_default_to_the_soft_vs_acvi_comparison():
+    """The CPU-scale targets train soft and ACVI only unless ONLY=all (hours otherwise)."""
+    import re
+    make = open(os.path.join(os.path.dirname(tables.CONFIG_DIR), "..", "Makefile")).read()
+    for target, table in [("table1-cpu", "table1-cpu"), ("table4-cpu", "table4-cpu"),
+                          ("table3-cpu", "table3-cpu"), ("table5", "table5")]:
+        only = re.search(rf"^{target}: ONLY \?= (\S+)$", make, re.M).group(1).split(",")
+        names = [r[0] for r in tables.TABLES[table]]
+        assert set(only) <= set(names), (target, only)
+        assert any("soft" in n for n in only) and any("acvi" in n for n in only), target
