@@ -8,7 +8,7 @@ Usage::
     python -m benchmarks.bench --variants=acvi --sizes=translation --xla=on
 
 Every registered attention variant (``acvi_tf.attention.available()``), and
-the other architectures of ``MODEL_VARIANTS`` (the Transformer), is
+the entries of ``MODEL_VARIANTS`` (the Transformer; VED and VRNMT on soft attention), is
 measured unless ``--variants`` says otherwise; ``soft`` always is, as the
 baseline of the ratios. Each (size, XLA) group runs in a worker process of its
 own (``--isolate``; not for the toy smoke profile), so that memory is returned
@@ -236,8 +236,11 @@ def _acvi_flops(config, b, n, t):
 
 
 VARIANT_FLOPS = {"acvi": _acvi_flops}
-# Benchmarked beside the attention variants: other architectures, by ModelConfig fields.
-MODEL_VARIANTS = {"transformer": {"model": "transformer", "attention": BASELINE}}
+# Benchmarked beside the attention variants, by ModelConfig fields: other architectures
+# and the latents outside attention (on soft attention, so the ratio is the latent's cost).
+MODEL_VARIANTS = {"transformer": {"model": "transformer", "attention": BASELINE},
+                  "ved": {"latent": "ved", "attention": BASELINE},
+                  "vrnmt": {"latent": "vrnmt", "attention": BASELINE}}
 
 
 def variant_config(size, variant):

@@ -12,6 +12,7 @@ def test_smoke_profile_reports_every_registered_variant_and_model(tmp_path):
     bench.main(["--profile=smoke", f"--out={out}"])
     result = json.loads(out.read_text())
     variants = set(attention.available()) | set(bench.MODEL_VARIANTS)
+    assert {"transformer", "ved", "vrnmt"} <= variants  # every baseline outside attention too
 
     train = result["train"]
     assert {r["variant"] for r in train} == variants

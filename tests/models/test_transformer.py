@@ -130,7 +130,10 @@ def test_beam_search_reorders_the_cache_correctly():
     # (otherwise it may also keep an ended hypothesis greedy passed over).
     forced_length = model.decode(batch, beam_width=1, max_length=6, min_length=6)
     memory_state, state = model.start(batch, max_length=6)
-    one = decoding.beam_search(lambda ids, s: model.step(ids, s, memory_state), state,
+    banned = (model.config.pad_id, model.config.bos_id)  # as Transformer.decode
+    one = decoding.beam_search(decoding.never_emit(
+                                   lambda ids, s: model.step(ids, s, memory_state), banned),
+                               state,
                                tf.fill([3], 2), model.config.eos_id, 1, 6, min_length=6)
     np.testing.assert_array_equal(one["ids"][:, 0], forced_length["ids"])
     np.testing.assert_allclose(one["log_probs"][:, 0], forced_length["log_prob"], atol=1e-5)
