@@ -783,7 +783,11 @@ def main(argv=None):
         if unknown or not names:
             parser.error(f"--only: {', '.join(unknown) or 'no run names'} not among "
                          f"{args.table}'s runs: {', '.join(known)}")
-        TABLES[args.table] = [r for r in TABLES[args.table] if r[0] in names]
+        # Under `python -m experiments.tables` this module is __main__, and the task CLIs'
+        # run_table read the imported copy's TABLES: filter both.
+        from experiments import tables as imported
+        for registry in {id(TABLES): TABLES, id(imported.TABLES): imported.TABLES}.values():
+            registry[args.table] = [r for r in registry[args.table] if r[0] in names]
     if args.command == "run":
         return run_table(args.table, args.runs_root, args.out, args.dry_run)
     results = (find_results(args.runs, task="caption", key="scores")

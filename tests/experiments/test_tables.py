@@ -194,10 +194,18 @@ def test_only_runs_the_named_runs_and_refuses_unknown_names(tmp_path, monkeypatc
     monkeypatch.setenv("ACVI_DATA_MIRROR", str(empty))
     monkeypatch.setenv("ACVI_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
-    tables.main(["run", "table1-cpu", "--only", "lead3,pg_acvi", "--runs_root", "runs",
-                 "--out", "t.md", "--dry_run"])
-    lines = [l for l in capsys.readouterr().out.split("\n") if "[to run]" in l]
-    assert len(lines) == 2 and "runs/lead3" in lines[0] and "runs/pg_acvi" in lines[1]
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(tables.CONFIG_DIR))
+    for table, only, expected in [("table1-cpu", "lead3,pg_acvi", ["lead3", "pg_acvi"]),
+                                  ("table5", "pg_soft", ["pg_soft"])]:
+        # As `make` runs it: `python -m` makes tables.py __main__, a second copy of the module.
+        r = subprocess.run([sys.executable, "-m", "experiments.tables", "run", table, "--only",
+                            only, "--runs_root", "runs", "--out", "t.md", "--dry_run"],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, PYTHONPATH=repo))
+        lines = [l for l in r.stdout.split("\n") if "[to run]" in l]
+        assert [l.split("runs/")[-1] for l in lines] == expected, r.stdout + r.stderr
     with pytest.raises(SystemExit):
         tables.main(["run", "table1-cpu", "--only", "pg_soft,pg_nope", "--runs_root", "runs",
                      "--out", "t.md", "--dry_run"])
