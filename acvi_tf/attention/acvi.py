@@ -19,6 +19,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from acvi_tf.attention.base import ContextVariant, register_attention, weighted_sum
+from acvi_tf.utils import ops
 from acvi_tf.utils.ops import fold_seed, masked_logits
 
 tfd = tfp.distributions
@@ -28,9 +29,7 @@ KL_ESTIMATORS = ("mc", "bound")
 SIGMA_NETS = ("mlp", "relu")
 
 
-def gaussian_kl_to_standard(mean, log_sigma_sq):
-    """KL(N(mean, diag sigma^2) || N(0, I)), summed over the last axis (closed form)."""
-    return 0.5 * tf.reduce_sum(tf.exp(log_sigma_sq) + tf.square(mean) - 1.0 - log_sigma_sq, axis=-1)
+gaussian_kl_to_standard = ops.gaussian_kl  # KL(N(mean, diag sigma^2) || N(0, I))
 
 
 def context_posterior(log_probs, memory, log_sigma_sq):

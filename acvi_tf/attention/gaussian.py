@@ -26,20 +26,13 @@ import keras
 import tensorflow as tf
 
 from acvi_tf.attention.base import ContextVariant, register_attention, weighted_sum
+from acvi_tf.utils import ops
 from acvi_tf.utils.ops import fold_seed, masked_softmax
 
 PRIORS = ("standard", "mean_encoder")
 
 
-def gaussian_kl(mean, log_sigma_sq, prior_mean=None):
-    """KL(N(mean, diag sigma^2) || N(prior_mean, I)) summed over the last axis (closed form).
-
-    = 0.5 * sum_d (sigma_d^2 + (mean_d - prior_mean_d)^2 - 1 - log sigma_d^2);
-    ``prior_mean`` None means the standard normal prior.
-    """
-    diff = mean if prior_mean is None else mean - prior_mean
-    return 0.5 * tf.reduce_sum(tf.exp(log_sigma_sq) + tf.square(diff) - 1.0 - log_sigma_sq,
-                               axis=-1)
+gaussian_kl = ops.gaussian_kl  # KL(N(mean, diag sigma^2) || N(prior_mean, I))
 
 
 def masked_mean(memory, mask):

@@ -33,20 +33,12 @@ import keras
 import tensorflow as tf
 
 from acvi_tf.latent.base import Latent, register_latent
+from acvi_tf.utils import ops
 
 EVAL_Z = ("posterior", "prior")
 
 
-def diagonal_gaussian_kl(mean_q, log_var_q, mean_p, log_var_p):
-    """KL(N(mean_q, diag var_q) || N(mean_p, diag var_p)) summed over the last axis.
-
-    The per-step term of Eq. (26), in closed form:
-    0.5 * sum_d (log var_p - log var_q + (var_q + (mean_q - mean_p)^2) / var_p - 1).
-    """
-    return 0.5 * tf.reduce_sum(
-        log_var_p - log_var_q
-        + (tf.exp(log_var_q) + tf.square(mean_q - mean_p)) * tf.exp(-log_var_p) - 1.0,
-        axis=-1)
+diagonal_gaussian_kl = ops.gaussian_kl  # the per-step KL(q_j || p_j) of Eq. (26)
 
 
 class GaussianNet(keras.layers.Layer):

@@ -43,3 +43,22 @@ def dropout(x, rate, seed, training):
 def sequence_mask(ids, pad_id=0):
     """Non-padding positions of an id tensor."""
     return tf.not_equal(ids, pad_id)
+
+
+def gaussian_kl(mean, log_var, prior_mean=None, prior_log_var=None):
+    """KL(N(mean, diag e^log_var) || N(prior_mean, diag e^prior_log_var)), summed over the
+    last axis, in closed form:
+
+        0.5 * sum_d (log var_p - log var_q + (var_q + (mean_q - mean_p)^2) / var_p - 1).
+
+    ``prior_mean`` None is 0 and ``prior_log_var`` None is 0 (unit variance), so the
+    default prior is N(0, I). Every Gaussian KL of the project: ACVI's per-component
+    bound (Eq. 22), Bahuleyan et al.'s attention and sentence latents, VRNMT's Eq. (26).
+    """
+    diff = mean if prior_mean is None else mean - prior_mean
+    if prior_log_var is None:
+        return 0.5 * tf.reduce_sum(tf.exp(log_var) + tf.square(diff) - 1.0 - log_var, axis=-1)
+    return 0.5 * tf.reduce_sum(prior_log_var - log_var
+                               + (tf.exp(log_var) + tf.square(diff)) * tf.exp(-prior_log_var)
+                               - 1.0, axis=-1)
+
