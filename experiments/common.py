@@ -43,7 +43,7 @@ MODEL_FLAGS = ("embed_dim", "encoder_units", "encoder_layers", "decoder_units", 
 TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "clip_norm",
                "batch_size", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices",
-               "kl_anneal_steps", "kl_anneal")
+               "kl_anneal_steps", "kl_anneal", "init_from")
 DECODE_FLAGS = ("beam_width", "decode_max_length", "min_length", "length_normalization",
                 "alpha", "eval_beam_width", "eval_subset", "decode_batch_size")
 
@@ -195,6 +195,12 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
     flags.DEFINE_enum("kl_anneal", t.kl_anneal, KL_ANNEALING, "The KL annealing curve.",
                       flag_values=fv)
     flags.DEFINE_bool("progress", t.progress, "A progress bar on stderr.", flag_values=fv)
+    flags.DEFINE_string("init_from", t.init_from or None, "Warm start: before the first "
+                        "step of a new run, copy every variable whose name and shape match "
+                        "from the latest checkpoint of this run directory (e.g. ACVI from a "
+                        "soft-attention run; ACVI's sigma-network stays freshly "
+                        "initialised). The vocabularies must be the same files.",
+                        flag_values=fv)
     # -- decoding -----------------------------------------------------------------------
     flags.DEFINE_integer("beam_width", 10, "Beam width of the final dev/test decode and of "
                          "--mode=decode (1: greedy).", lower_bound=1, flag_values=fv)
@@ -367,7 +373,8 @@ def train_config_from_flags(model_dir, flag_values=FLAGS):
         seed=fv.seed, jit_compile=fv.xla, log_every=fv.log_every, eval_every=fv.eval_every,
         checkpoint_every=fv.checkpoint_every, keep_checkpoints=fv.keep_checkpoints,
         gumbel_fraction=fv.gumbel_fraction, progress=fv.progress,
-        kl_anneal_steps=fv.kl_anneal_steps, kl_anneal=fv.kl_anneal)
+        kl_anneal_steps=fv.kl_anneal_steps, kl_anneal=fv.kl_anneal,
+        init_from=fv.init_from or "")
 
 
 def make_strategy(flag_values=FLAGS):
@@ -386,6 +393,11 @@ def check_run_flags(flag_values=FLAGS):
         raise FlagError("input", f"file not found: {fv.input}")
     parse_attention_options(fv.attention_option, fv.attention)
     parse_latent_options(fv.latent_option, fv.latent)
+    if fv.init_from:
+        for name in ("model_config.json", "ckpt/checkpoint"):
+            if not os.path.isfile(os.path.join(fv.init_from, name)):
+                raise FlagError("init_from", f"{fv.init_from} holds no trained run "
+                                f"({name} is missing)")
     if fv.word_dropout and fv.model != "seq2seq":
         raise FlagError("word_dropout", f"is implemented in the seq2seq decoder only "
                         f"(got --model={fv.model})")
@@ -626,6 +638,33 @@ def load_model(model_dir, build_batch):
     model = build_model(ModelConfig.from_dict(load_json(path)))
     step = restore_model(model, model_dir, build_batch)
     return model, step
+
+
+def warm_start_fn(init_from, model_dir, build_batch, log=log):
+    """The Trainer's ``warm_start`` for ``--init_from`` (None without it): loads the run
+    in ``init_from`` and copies every variable whose name and shape match
+    (:mod:`acvi_tf.training.warm_start`). Vocabulary files present in both run
+    directories must be identical, so that the copied embeddings mean the same words."""
+    if not init_from:
+        return None
+    for name in sorted(os.listdir(model_dir)):
+        theirs = os.path.join(init_from, name)
+        if name.startswith("vocab") and os.path.isfile(theirs):
+            with open(os.path.join(model_dir, name), "rb") as a, open(theirs, "rb") as b:
+                if a.read() != b.read():
+                    raise FlagError("init_from", f"{theirs} differs from {model_dir}/{name}: "
+                                    f"the runs do not share a vocabulary")
+
+    def warm_start(model):
+        from acvi_tf.training.warm_start import copy_matching
+        source, step = load_model(init_from, build_batch)
+        loaded, skipped = copy_matching(source, model)
+        log(f"warm start from {init_from} (step {step}): {len(loaded)} variables loaded, "
+            f"{len(skipped)} kept fresh" + (f" ({', '.join(sorted(skipped))})" if skipped
+                                             else ""))
+        return {"init_from": init_from, "init_from_step": step, "loaded": len(loaded),
+                "kept_fresh": sorted(skipped)}
+    return warm_start
 
 
 def resumable_train_data(make_iterator, transform=None):

@@ -296,6 +296,7 @@ class Evaluator:
         self._translators = {}
         self._loss_batches = {}
         self.final_dev = None  # (step, hyps, BleuResult) of the end-of-training full dev
+        self.final_diagnostics = None  # the run diagnostics of that evaluation
 
     def split(self, split):
         """(src ids, source strings, reference strings) of a split, cut to --max_eval_lines."""
@@ -324,28 +325,21 @@ class Evaluator:
         hyps, _, attention = self.translator(model, final).translate(src_ids, attention_for)
         return hyps, self.data.bleu(hyps, refs), attention, sources_text, refs
 
-    def dev_loss(self, model, subset):
-        """Per-token dev NLL (teacher forcing) on the first ``subset`` dev pairs."""
-        import numpy as np
-        import tensorflow as tf
+    def dev_diagnostics(self, model, subset):
+        """Per-token dev NLL and the run diagnostics (acvi_tf.training.diagnostics:
+        KL per token, attention entropy, ||h||, sigma, context use) on the first
+        ``subset`` dev pairs, teacher forced."""
         from acvi_tf.data.translation import Batches
+        from acvi_tf.training.diagnostics import DevDiagnostics
         limit = subset or self.fv.max_eval_lines
         if limit not in self._loss_batches:
             src_ids, tgt_ids, _ = self.data.encode("dev", max_lines=limit)
             self._loss_batches[limit] = Batches(
                 src_ids, tgt_ids, self.fv.decode_batch_size, shuffle=False, bucketing=False,
                 max_src_len=None, max_tgt_len=None, prefetch=False)
-        batches = self._loss_batches[limit]
-        if not hasattr(self, "_loss_fn"):
-            self._loss_fn = tf.function(lambda b: model.loss_terms(b, training=False),
-                                        reduce_retracing=True)
-        nll = tokens = 0.0
-        for batch in batches.dataset():
-            terms = self._loss_fn({k: batch[k] for k in ("src", "tgt_in", "tgt_out")})
-            nll += float(terms["nll"])
-            tokens += float(terms["num_tokens"])
-        nll /= max(tokens, 1.0)
-        return nll, float(np.exp(min(nll, 50.0)))
+        if not hasattr(self, "_diagnostics"):
+            self._diagnostics = DevDiagnostics()
+        return self._diagnostics(model, self._loss_batches[limit].dataset())
 
     def eval_fn(self, model, step):
         from acvi_tf.training import summaries
@@ -356,10 +350,12 @@ class Evaluator:
                                                      attention_for=(0, 1))
         if final:
             self.final_dev = (step, hyps, bleu)
-        nll, ppl = self.dev_loss(model, subset)
+        diag = self.dev_diagnostics(model, subset)
+        if final:
+            self.final_diagnostics = diag
         n = len(hyps)
         div = diversity.diversity(hyps)
-        scalars = {"dev_bleu": bleu.score, "dev_nll": nll, "dev_ppl": ppl,
+        scalars = {"dev_bleu": bleu.score, **diag,
                    "dev_entropy": div["entropy"], "dev_distinct_1": div["distinct_1"],
                    "dev_distinct_2": div["distinct_2"], "dev_decode_seconds": watch.seconds()}
         texts = {f"sample_{i}": f"**src:** {srcs[i]}\n\n**ref:** {refs[i]}\n\n**hyp:** {hyps[i]}"
@@ -415,13 +411,16 @@ def run_train(model_dir, src, tgt, fv=FLAGS):
     train_config = common.train_config_from_flags(model_dir, fv)
     trainer = Trainer(lambda: common.build_model(config), train_config,
                       make_train_data(batches, fv.pad_multiple), eval_fn=evaluator.eval_fn,
-                      strategy=common.make_strategy(fv), log=_log)
+                      strategy=common.make_strategy(fv), log=_log,
+                      warm_start=common.warm_start_fn(fv.init_from, model_dir, _dummy_batch(),
+                                                      _log))
     metrics = trainer.train()
     info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": watch.seconds(),
             "train_metrics": {k: float(v) for k, v in metrics.items()},
             "train_pairs": batches.num_examples, "epochs": fv.train_steps / batches.num_batches(),
             "train_data_partial": corpus.partial, "train_data_report": corpus.report,
-            "train_command": common.command_line(MODULE)}
+            "train_command": common.command_line(MODULE),
+            "diagnostics": evaluator.final_diagnostics}
     return trainer.model, evaluator, info
 
 

@@ -27,6 +27,13 @@ tfd = tfp.distributions
 MIXING_MODES = ("weighted", "gumbel")
 KL_ESTIMATORS = ("mc", "bound")
 SIGMA_NETS = ("mlp", "relu")
+KL_REDUCTIONS = ("sum", "mean")
+PRIORS = ("standard", "mean_encoder")
+# The mixture density's quadratic form is evaluated in float64: in float32 its expanded
+# square cancels catastrophically once sigma is small (issue 10: kl_mc reached 1e11 nats
+# while its upper bound stayed near 2e3). The matmul is [B, T*K, 2D] x [B, 2D, N], a few
+# percent of a step's FLOPs, so double precision costs little.
+DENSITY_DTYPE = tf.float64
 
 
 gaussian_kl_to_standard = ops.gaussian_kl  # KL(N(mean, diag sigma^2) || N(0, I))
@@ -44,7 +51,7 @@ def context_posterior(log_probs, memory, log_sigma_sq):
             tfd.Normal(loc=memory, scale=tf.exp(0.5 * log_sigma_sq)), reinterpreted_batch_ndims=1))
 
 
-def mixture_terms(memory, log_sigma_sq):
+def mixture_terms(memory, log_sigma_sq, prior_mean=None):
     """Per-source tensors of the mixture (Eq. 19), computed once in ``prepare``.
 
     With precision P_i = exp(-log sigma_i^2), the component log-density is a
@@ -53,18 +60,27 @@ def mixture_terms(memory, log_sigma_sq):
         log N(c | h_i, sigma_i^2) = -1/2 ([c^2; c] . [P_i; -2 h_i P_i] + r_i),
         r_i = sum_d (h_id^2 P_id + log sigma_id^2) + D log(2 pi),
 
-    so each decoder step scores all N components with one batched
-    matrix-vector product (:func:`mixture_log_prob`) instead of N x D
-    elementwise work, forward and backward.
+    so all steps score all N components with one batched matrix product
+    (:func:`mixture_log_prob`) instead of N x D elementwise work, forward and
+    backward. ``quadratic`` and ``offset`` are float64 (:data:`DENSITY_DTYPE`):
+    the expanded square subtracts terms of size sum_d c_d^2 / sigma_d^2, which
+    float32 cannot resolve once sigma is small. ``prior_mean`` [B, D] (the
+    N(h_bar, I) prior) or None (N(0, I)) enters the closed-form bound.
     """
-    precision = tf.exp(-log_sigma_sq)
-    depth = tf.cast(tf.shape(memory)[-1], memory.dtype)
-    return {"log_sigma_sq": log_sigma_sq,
-            "sigma_sq": tf.exp(log_sigma_sq),
-            "quadratic": tf.concat([precision, -2.0 * memory * precision], axis=-1),
-            "offset": (tf.reduce_sum(tf.square(memory) * precision + log_sigma_sq, axis=-1)
-                       + depth * math.log(2.0 * math.pi)),
-            "component_kl": gaussian_kl_to_standard(memory, log_sigma_sq)}
+    precision = tf.exp(-tf.cast(log_sigma_sq, DENSITY_DTYPE))
+    wide_memory = tf.cast(memory, DENSITY_DTYPE)
+    depth = tf.cast(tf.shape(memory)[-1], DENSITY_DTYPE)
+    terms = {"log_sigma_sq": log_sigma_sq,
+             "sigma_sq": tf.exp(log_sigma_sq),
+             "quadratic": tf.concat([precision, -2.0 * wide_memory * precision], axis=-1),
+             "offset": (tf.reduce_sum(tf.square(wide_memory) * precision
+                                      + tf.cast(log_sigma_sq, DENSITY_DTYPE), axis=-1)
+                        + depth * math.log(2.0 * math.pi)),
+             "component_kl": gaussian_kl_to_standard(
+                 memory, log_sigma_sq, None if prior_mean is None else prior_mean[:, None, :])}
+    if prior_mean is not None:
+        terms["prior_mean"] = prior_mean
+    return terms
 
 
 def mixture_log_prob(log_probs, terms, samples):
@@ -72,14 +88,17 @@ def mixture_log_prob(log_probs, terms, samples):
 
     ``log_probs`` [B, S, N] are masked log attention probabilities (padding has a
     large negative value, hence zero weight), ``samples`` [B, S, D] one point
-    each, ``terms`` from :func:`mixture_terms`; returns [B, S]. One batched
-    matrix product scores every point against every component. Equal to tfp's
-    ``MixtureSameFamily.log_prob`` (tested); the expanded square loses float32
-    precision only when sigma^2 is tiny (absolute error ~1e-7 x sum_d c_d^2 / sigma_d^2).
+    each, ``terms`` from :func:`mixture_terms`; returns [B, S] in the samples'
+    dtype. One batched matrix product scores every point against every
+    component, in float64 (see :func:`mixture_terms`). Equal to tfp's
+    ``MixtureSameFamily.log_prob``, which works from the differences
+    (c - h_i) / sigma_i, for sigma from 1e-4 to 1 (tested).
     """
-    features = tf.concat([tf.square(samples), samples], axis=-1)  # [B, S, 2D]
+    wide = tf.cast(samples, DENSITY_DTYPE)
+    features = tf.concat([tf.square(wide), wide], axis=-1)  # [B, S, 2D]
     log_density = -0.5 * (tf.einsum("bse,bne->bsn", features, terms["quadratic"])
                           + terms["offset"][:, None, :])
+    log_density = tf.cast(log_density, samples.dtype)
     return tf.reduce_logsumexp(log_probs + log_density, axis=-1)
 
 
@@ -120,26 +139,46 @@ def relaxed_weights(logits, temperature, seed):
 
 
 def kl_mixture_mc(log_probs, terms, samples):
-    """Monte-Carlo estimate of KL[p(c_t; D) || N(0, I)] (the KL term of Eq. 22).
+    """Monte-Carlo estimate of KL[p(c_t; D) || p(c_t)] (the KL term of Eq. 22).
 
     ``log_probs`` [B, T, N] (a_t of each step t), ``samples`` [B, T, K, D]: K
     draws c ~ p(c_t; D) per step (:func:`ancestral_sample`); returns [B, T].
-    The KL between a Gaussian mixture and a Gaussian has no closed form: average
-    log p(c) - log N(c; 0, I) over the draws, with log p(c) the mixture density
-    (:func:`mixture_log_prob`). The value is unbiased. Its gradient flows
-    through the Gaussian samples and through the mixture weights inside log p(c),
-    but not through the discrete component choice (that score-function term is
-    omitted: tfp's implicit reparameterisation of the mixture costs a D x D
-    Jacobian per step and does not compile under XLA).
+    The prior p(c_t) is N(0, I) (Eq. 21), or N(h_bar, I) when ``terms`` carries
+    a ``prior_mean``. The KL between a Gaussian mixture and a Gaussian has no
+    closed form: average log p(c) - log p_prior(c) over the draws, with log p(c)
+    the mixture density (:func:`mixture_log_prob`). The value is unbiased. Its
+    gradient flows through the Gaussian samples and through the mixture weights
+    inside log p(c), but not through the discrete component choice (that
+    score-function term is omitted: tfp's implicit reparameterisation of the
+    mixture costs a D x D Jacobian per step and does not compile under XLA).
     """
     shape = tf.shape(samples)
     b, t, k, d = shape[0], shape[1], shape[2], shape[3]
     flat = tf.reshape(samples, [b, t * k, d])
     repeated = tf.repeat(log_probs, k, axis=1)  # [B, T*K, N], step-major like ``flat``
     depth = tf.cast(d, samples.dtype)
-    log_prior = -0.5 * (tf.reduce_sum(tf.square(flat), axis=-1) + depth * math.log(2.0 * math.pi))
+    centred = flat if "prior_mean" not in terms else flat - terms["prior_mean"][:, None, :]
+    log_prior = -0.5 * (tf.reduce_sum(tf.square(centred), axis=-1)
+                        + depth * math.log(2.0 * math.pi))
     log_ratio = mixture_log_prob(repeated, terms, flat) - log_prior
     return tf.reduce_mean(tf.reshape(log_ratio, [b, t, k]), axis=-1)
+
+
+def kl_penalty(kl_per_step, depth, free_bits=0.0, reduce="sum"):
+    """The KL that enters the loss, per step: max(KL_t, free_bits), divided by D if "mean".
+
+    Free bits (Kingma et al. 2016, "Improved variational inference with inverse
+    autoregressive flow", Eq. 15) per example and decoder step: below
+    ``free_bits`` nats the penalty is the constant ``free_bits`` (no gradient);
+    above it the KL and its gradient are unchanged. ``reduce="mean"`` divides
+    by the context dimension D (a per-dimension KL), i.e. a KL weight of 1/D.
+    """
+    penalty = kl_per_step
+    if free_bits > 0:
+        penalty = tf.maximum(penalty, tf.cast(free_bits, penalty.dtype))
+    if reduce == "mean":
+        penalty = penalty / tf.cast(depth, penalty.dtype)
+    return penalty
 
 
 def kl_mixture_bound(probs, component_kl):
@@ -158,16 +197,26 @@ class ACVI(ContextVariant):
       memory_dim: dim(h_i).
       sigma_net: ``"mlp"``: log sigma^2 = MLP(h) with one hidden ReLU layer of size
         dim(h) (Eq. 18, journal version); ``"relu"``: log sigma^2 = ReLU(W h + b)
-        (ICLR version).
+        (ICLR version; sigma >= 1 always).
       mixing: ``"weighted"`` (Eq. 25) or ``"gumbel"`` (Eq. 23). The trainer's
         schedule may override it with ``set_mode(acvi_mixing=...)``.
-      temperature: Gumbel-Softmax temperature (0.5 in the paper).
+      temperature: Gumbel-Softmax temperature (0.5 in the paper; > 0).
       kl_estimator: which KL enters the loss: ``"mc"`` (Monte Carlo with the
         mixture density) or ``"bound"`` (closed-form upper bound). Both are logged.
       kl_samples: Monte-Carlo samples for the KL estimate.
       sample_at_decode: at decode time draw c_t instead of using the posterior
         mean sum_i a_t^i h_i.
       kl_weight: the weight of sum_t KL in the loss (1 gives the ELBO).
+      log_sigma_sq_init: the initial bias of the last log sigma^2 layer, so that
+        sigma ~ exp(init / 2) at step 0 (None: Keras' zero bias, sigma ~ 1). With
+        ``sigma_net="relu"`` the ReLU floors log sigma^2 at 0 whatever the bias.
+      kl_reduce: ``"sum"`` (the KL of the D-dim context, Eq. 22) or ``"mean"``
+        (divided by D) for the penalised ``kl``; the logged ``kl_mc`` and
+        ``kl_bound`` are always the KL in nats.
+      kl_free_bits: nats per decoder step below which the KL is not penalised
+        (:func:`kl_penalty`; 0: off).
+      prior: ``"standard"``: N(0, I) (Eq. 21); ``"mean_encoder"``: N(h_bar, I),
+        h_bar the mean of the real encoder states (Bahuleyan et al. 2018).
     """
 
     aux_loss_names = ("kl", "kl_mc", "kl_bound")
@@ -179,11 +228,20 @@ class ACVI(ContextVariant):
 
     def __init__(self, memory_dim, sigma_net="mlp", mixing="weighted", temperature=0.5,
                  kl_estimator="mc", kl_samples=1, sample_at_decode=False, kl_weight=1.0,
+                 log_sigma_sq_init=None, kl_reduce="sum", kl_free_bits=0.0, prior="standard",
                  **kwargs):
         super().__init__(memory_dim, **kwargs)
         _check("sigma_net", sigma_net, SIGMA_NETS)
         _check("mixing", mixing, MIXING_MODES)
         _check("kl_estimator", kl_estimator, KL_ESTIMATORS)
+        _check("kl_reduce", kl_reduce, KL_REDUCTIONS)
+        _check("prior", prior, PRIORS)
+        _check_number("temperature", temperature, low=0.0, strict=True)
+        _check_number("kl_weight", kl_weight, low=0.0)
+        _check_number("kl_free_bits", kl_free_bits, low=0.0)
+        _check_number("kl_samples", kl_samples, low=1, integer=True)
+        if log_sigma_sq_init is not None:
+            _check_number("log_sigma_sq_init", log_sigma_sq_init, low=-30.0, high=30.0)
         self.sigma_net = sigma_net
         self.mixing = mixing
         self.default_mixing = mixing
@@ -192,12 +250,20 @@ class ACVI(ContextVariant):
         self.kl_samples = int(kl_samples)
         self.sample_at_decode = bool(sample_at_decode)
         self.kl_weight = float(kl_weight)
+        self.log_sigma_sq_init = None if log_sigma_sq_init is None else float(log_sigma_sq_init)
+        self.kl_reduce = kl_reduce
+        self.kl_free_bits = float(kl_free_bits)
+        self.prior = prior
+        bias = ("zeros" if log_sigma_sq_init is None
+                else keras.initializers.Constant(self.log_sigma_sq_init))
         if sigma_net == "mlp":
             self.log_sigma_sq_net = keras.Sequential([
                 keras.layers.Dense(memory_dim, activation="relu", name="hidden"),
-                keras.layers.Dense(memory_dim, name="log_sigma_sq")], name="sigma_mlp")
+                keras.layers.Dense(memory_dim, bias_initializer=bias, name="log_sigma_sq")],
+                name="sigma_mlp")
         else:
             self.log_sigma_sq_net = keras.layers.Dense(memory_dim, activation="relu",
+                                                       bias_initializer=bias,
                                                        name="log_sigma_sq")
 
     def loss_weights(self):
@@ -209,7 +275,8 @@ class ACVI(ContextVariant):
 
     def prepare(self, memory, mask, training=False, targets=None):
         """log sigma^2(h_i) (Eq. 18) and the mixture's per-source terms, once per source."""
-        return mixture_terms(memory, self.log_sigma_sq_net(memory))
+        prior_mean = ops.masked_mean(memory, mask) if self.prior == "mean_encoder" else None
+        return mixture_terms(memory, self.log_sigma_sq_net(memory), prior_mean)
 
     def step(self, scores, memory_state, state, training=False):
         memory, mask = memory_state["memory"], memory_state["mask"]
@@ -235,8 +302,9 @@ class ACVI(ContextVariant):
         return context, probs, aux, state.get("variant", {})
 
     def deferred_aux(self, per_step, memory_state, step_mask):
-        """Sum over valid steps of the MC KL and of the closed-form bound (both logged);
-        ``kl`` is the one ``kl_estimator`` names."""
+        """Sum over valid steps of the MC KL and of the closed-form bound (both logged, in
+        nats); ``kl``, the penalised one, is the one ``kl_estimator`` names after
+        :func:`kl_penalty` (free bits, ``kl_reduce``)."""
         terms = memory_state["variant"]
         log_probs = per_step["log_probs"]  # [B, T, N]
         shape = tf.shape(log_probs)
@@ -250,18 +318,46 @@ class ACVI(ContextVariant):
         else:  # logged only: no backward pass through it
             kl_mc = kl_mixture_mc(*tf.nest.map_structure(tf.stop_gradient,
                                                          (log_probs, terms, draws)))
-        sums = {"kl_mc": tf.reduce_sum(kl_mc * step_mask, axis=1),
-                "kl_bound": tf.reduce_sum(kl_bound * step_mask, axis=1)}
-        sums["kl"] = sums["kl_mc"] if self.kl_estimator == "mc" else sums["kl_bound"]
-        return sums
+        chosen = kl_mc if self.kl_estimator == "mc" else kl_bound
+        penalty = kl_penalty(chosen, self.memory_dim, self.kl_free_bits, self.kl_reduce)
+        return {"kl_mc": tf.reduce_sum(kl_mc * step_mask, axis=1),
+                "kl_bound": tf.reduce_sum(kl_bound * step_mask, axis=1),
+                "kl": tf.reduce_sum(penalty * step_mask, axis=1)}
+
+    def diagnostics(self, memory_state):
+        """Per-source-position values averaged by the run diagnostics: the mean sigma
+        over the D dimensions of each component, [B, N]."""
+        return {"sigma_mean": tf.reduce_mean(
+            tf.exp(0.5 * memory_state["variant"]["log_sigma_sq"]), axis=-1)}
 
     def get_config(self):
         return {**super().get_config(), "sigma_net": self.sigma_net,
                 "mixing": self.default_mixing, "temperature": self.temperature,
                 "kl_estimator": self.kl_estimator, "kl_samples": self.kl_samples,
-                "sample_at_decode": self.sample_at_decode, "kl_weight": self.kl_weight}
+                "sample_at_decode": self.sample_at_decode, "kl_weight": self.kl_weight,
+                "log_sigma_sq_init": self.log_sigma_sq_init, "kl_reduce": self.kl_reduce,
+                "kl_free_bits": self.kl_free_bits, "prior": self.prior}
 
 
 def _check(flag, value, choices):
     if value not in choices:
         raise ValueError(f"acvi {flag}={value!r}: choose one of {', '.join(choices)}")
+
+
+def _check_number(flag, value, low=None, high=None, strict=False, integer=False):
+    """Option values are checked when the variant is built, before anything is written."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and integer:
+        ok = float(value).is_integer()
+    if ok and low is not None:
+        ok = value > low if strict else value >= low
+    if ok and high is not None:
+        ok = value <= high
+    if not ok:
+        bound = []
+        if low is not None:
+            bound.append(f"{'>' if strict else '>='} {low}")
+        if high is not None:
+            bound.append(f"<= {high}")
+        kind = "an integer" if integer else "a number"
+        raise ValueError(f"acvi {flag}={value!r}: must be {kind} {' and '.join(bound)}".rstrip())

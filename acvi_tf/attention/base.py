@@ -90,6 +90,11 @@ class ContextVariant(keras.layers.Layer):
         ``step_mask`` [B, T] (1.0 for real target positions): ``{name: [B]}``."""
         return {}
 
+    def diagnostics(self, memory_state):
+        """Per-source-position values ([B, N] each) the run diagnostics average over the
+        real positions, e.g. ACVI's mean sigma. Default: none."""
+        return {}
+
     def output_aux(self, log_probs, extra_log_probs, feedback, memory_state, state):
         """Aux losses from the head's outputs (the ``FEEDBACK`` hook): ``log_probs`` on
         ``context``, ``extra_log_probs`` on each of ``feedback["contexts"]``; ``state``

@@ -35,11 +35,7 @@ PRIORS = ("standard", "mean_encoder")
 gaussian_kl = ops.gaussian_kl  # KL(N(mean, diag sigma^2) || N(prior_mean, I))
 
 
-def masked_mean(memory, mask):
-    """h_bar = (1 / |x|) sum_{i real} h_i, [B, D]; padded rows of memory do not count."""
-    weights = tf.cast(mask, memory.dtype)
-    count = tf.maximum(tf.reduce_sum(weights, axis=1, keepdims=True), 1.0)
-    return tf.einsum("bn,bnd->bd", weights, memory) / count
+masked_mean = ops.masked_mean  # h_bar of the N(h_bar, I) prior
 
 
 @register_attention("gaussian")

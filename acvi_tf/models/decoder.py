@@ -97,12 +97,15 @@ class AttentionDecoder(keras.layers.Layer):
         ids = tf.where(ids < self.vocab_size, ids, tf.cast(self.unk_id, ids.dtype))
         return self.embedding(ids)
 
-    def step(self, input_ids, state, memory_state, training=False):
+    def step(self, input_ids, state, memory_state, training=False, zero_context=False):
         """One decoder step: ``(log_probs [B, V'], new_state, extras)``.
 
         Ids outside the embedding vocabulary (pointer-generator copies of source
         OOVs) are fed back as UNK. ``extras`` holds ``attention`` [B, N], the
         variant's named ``aux`` losses ([B] each) and the head's extras.
+        ``zero_context`` replaces c_t by zeros wherever the decoder reads it (the
+        head and the next input): the context-use diagnostic
+        (:mod:`acvi_tf.training.diagnostics`).
         """
         t = state["time"]
         seed = fold_seed(memory_state["seed"], t, 31)
@@ -129,6 +132,8 @@ class AttentionDecoder(keras.layers.Layer):
                             coverage=coverage if self.coverage_active else None)
         context, probs, aux, variant_state = self.variant.step(
             scores, memory_state, {"time": t, "variant": state["variant"]}, training=training)
+        if zero_context:
+            context = tf.zeros_like(context)
         aux = dict(aux)
         if self.use_coverage:
             # Eq. (9): the coverage loss sum_i min(a_t^i, k_t^i); zero while coverage is off.
@@ -155,6 +160,8 @@ class AttentionDecoder(keras.layers.Layer):
             aux.update(self.variant.output_aux(log_probs, extra, feedback, memory_state,
                                                {"time": t}))
             feed = feedback.get("input_feed", context)
+            if zero_context:
+                feed = tf.zeros_like(feed)
         new_state = {"time": t + 1, "rnn": new_rnn, "context": feed,
                      "coverage": coverage + probs, "variant": variant_state}
         if self.latent is not None:

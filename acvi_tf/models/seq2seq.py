@@ -162,15 +162,19 @@ class Seq2Seq(keras.Model):
         state = self.decoder.initial_state(memory_state, self.bridge(finals))
         return memory_state, state
 
-    def step(self, input_ids, state, memory_state, training=False):
-        return self.decoder.step(input_ids, state, memory_state, training=training)
+    def step(self, input_ids, state, memory_state, training=False, zero_context=False):
+        return self.decoder.step(input_ids, state, memory_state, training=training,
+                                 zero_context=zero_context)
 
     # -- training -------------------------------------------------------------
-    def teacher_forced(self, batch, training=False, seed=0, return_attention=False):
+    def teacher_forced(self, batch, training=False, seed=0, return_attention=False,
+                       zero_context=False, diagnostics=False):
         """Runs ``step`` over the reference; per-example sums of every loss term.
 
         Returns a dict: ``nll`` [B] (summed masked token NLL), one [B] sum per
         aux loss name, ``num_tokens`` [B], and ``attention`` [B, T, N] if asked.
+        ``zero_context`` runs the decoder with c_t = 0 (the context-use
+        diagnostic); ``diagnostics`` adds the sums of :func:`diagnostic_sums`.
         In training, ``word_dropout`` > 0 replaces decoder input words by UNK
         (:func:`word_dropout`, seeded from ``seed``); the targets are unchanged.
         """
@@ -187,11 +191,12 @@ class Seq2Seq(keras.Model):
         sums = {"nll": zeros, **{n: zeros for n in names}}
         # Per-step tensors collected for the variant's deferred_aux (and the attention).
         arrays = {n: tf.TensorArray(tf.float32, size=length) for n in deferred}
-        if return_attention:
+        if return_attention or diagnostics:
             arrays["attention"] = tf.TensorArray(tf.float32, size=length)
 
         def body(t, state, sums, arrays):
-            log_probs, state, extras = self.step(tgt_in[:, t], state, memory_state, training)
+            log_probs, state, extras = self.step(tgt_in[:, t], state, memory_state, training,
+                                                 zero_context=zero_context)
             m = tmask[:, t]
             target_lp = tf.gather(log_probs, tgt_out[:, t], batch_dims=1)
             new = {"nll": sums["nll"] - target_lp * m}
@@ -212,11 +217,14 @@ class Seq2Seq(keras.Model):
             out.update(self.variant.deferred_aux({n: stacked[n] for n in deferred},
                                                  memory_state, tmask))
         out["num_tokens"] = tf.reduce_sum(tmask, axis=1)
+        if diagnostics:
+            out.update(diagnostic_sums(stacked["attention"], tmask, memory_state,
+                                       self.variant.diagnostics(memory_state)))
         if return_attention:
             out["attention"] = stacked["attention"]
         return out
 
-    def loss_terms(self, batch, training=False, seed=0, kl_scale=None):
+    def loss_terms(self, batch, training=False, seed=0, kl_scale=None, **probes):
         """Sums over the batch of every term, with K-sample tiling (``num_samples``).
 
         Returns scalars: ``nll``, each aux name, ``num_tokens``, and
@@ -226,12 +234,16 @@ class Seq2Seq(keras.Model):
         ``kl_scale`` (a scalar, e.g. the trainer's KL annealing factor; Bowman et al.
         2016) multiplies the weights of the KL terms (:meth:`kl_loss_names`) only;
         coverage, REINFORCE and likelihood terms keep their weights. None: 1.
+
+        ``probes`` (``zero_context``, ``diagnostics``) go to ``teacher_forced``;
+        only the true ones are passed, so a model without them still works.
         """
         k = self.config.num_samples
         if k > 1:
             batch = {key: (tf.repeat(v, k, axis=0) if v.shape.rank else v)
                      for key, v in batch.items()}
-        per_example = self.teacher_forced(batch, training=training, seed=seed)
+        per_example = self.teacher_forced(batch, training=training, seed=seed,
+                                          **{k: v for k, v in probes.items() if v})
         terms = {name: tf.reduce_sum(v) / k for name, v in per_example.items()}
         weights = self.loss_weights()
         if kl_scale is not None and weights:
@@ -276,6 +288,24 @@ class Seq2Seq(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(ModelConfig.from_dict(config["config"]))
+
+
+def diagnostic_sums(attention, tmask, memory_state, variant_values=None):
+    """Per-example sums behind the run diagnostics (divide by the counts they come with).
+
+    ``attention_entropy``: sum over real target steps of H(a_t) = -sum_i a_t^i log a_t^i
+    (nats), counted by ``num_tokens``; ``memory_norm``: sum over real source positions of
+    ||h_i||, counted by ``source_positions``; each of the variant's per-position
+    ``variant_values`` ([B, N], e.g. ACVI's ``sigma_mean``), summed over real positions.
+    """
+    entropy = -tf.reduce_sum(attention * tf.math.log(tf.maximum(attention, 1e-30)), axis=-1)
+    smask = tf.cast(memory_state["mask"], tf.float32)
+    out = {"attention_entropy": tf.reduce_sum(entropy * tmask, axis=1),
+           "memory_norm": tf.reduce_sum(tf.norm(memory_state["memory"], axis=-1) * smask, axis=1),
+           "source_positions": tf.reduce_sum(smask, axis=1)}
+    for name, value in (variant_values or {}).items():
+        out[name] = tf.reduce_sum(value * smask, axis=1)
+    return out
 
 
 def word_dropout(ids, rate, seed, pad_id=0, unk_id=1):

@@ -364,7 +364,8 @@ class Transformer(keras.Model):
         return (log_probs[:, 0], {"time": t + 1, "cache": caches},
                 {"attention": attention[:, 0], "aux": {}, **extras})
 
-    def teacher_forced(self, batch, training=False, seed=0, return_attention=False):
+    def teacher_forced(self, batch, training=False, seed=0, return_attention=False,
+                       diagnostics=False):
         """All target positions in one causal pass; per-example sums as Seq2Seq's.
 
         Returns ``nll`` [B] (summed masked token NLL), ``num_tokens`` [B] and,
@@ -379,6 +380,9 @@ class Transformer(keras.Model):
         target_lp = tf.gather(log_probs, tgt_out, batch_dims=2)
         out = {"nll": -tf.reduce_sum(target_lp * tmask, axis=1),
                "num_tokens": tf.reduce_sum(tmask, axis=1)}
+        if diagnostics:
+            from acvi_tf.models.seq2seq import diagnostic_sums
+            out.update(diagnostic_sums(attention, tmask, memory_state))
         if return_attention:
             out["attention"] = attention
         return out

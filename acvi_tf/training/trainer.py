@@ -51,6 +51,7 @@ class TrainConfig:
     kl_anneal_steps: int = 0           # KL weights rise 0 -> 1 over these first steps (0: off)
     kl_anneal: str = "linear"          # the annealing curve: "linear" or "sigmoid"
     progress: bool = True              # a tqdm progress bar on stderr
+    init_from: str = ""                # warm start: the run directory copied from (recorded)
 
     def save(self, path):
         with open(path, "w") as f:
@@ -96,10 +97,14 @@ class Trainer:
         run every ``eval_every`` steps and at the end.
       mode_schedule: a :class:`schedules.ModeSchedule` (default: ACVI's Gumbel tail).
       strategy: a ``tf.distribute`` strategy.
+      warm_start: optional ``warm_start(model) -> dict`` called once, after the
+        variables exist and before the first step of a run that has no checkpoint
+        yet (``--init_from``); what it returns is logged to ``history.jsonl``.
     """
 
     def __init__(self, model_fn, config, train_data, eval_fn=None, mode_schedule=None,
-                 strategy=None, log=None):
+                 strategy=None, log=None, warm_start=None):
+        self.warm_start = warm_start
         self.config = config
         self.train_data = train_data
         self.eval_fn = eval_fn
@@ -274,6 +279,8 @@ class Trainer:
                 first = batch
                 if not self._built:
                     self._build(batch)
+                    if self.warm_start is not None:
+                        self._history({"step": step, "warm_start": self.warm_start(self.model)})
             modes = self.mode_schedule.modes(step)
             metrics = self._train_fn(modes)(self._distribute(batch), tf.constant(step, tf.int64))
             if float(metrics["finite"]) < 1.0:
@@ -316,6 +323,7 @@ class Trainer:
         means["learning_rate"] = float(tf.convert_to_tensor(self.optimizer.learning_rate))
         means["tokens_per_sec"] = tokens / max(seconds, 1e-9)
         summaries.write_scalars(self._writer, step, means)
+        self._history({"step": step, "train": means})
         msg = f"step {step}: " + _fmt(means) + f" [{','.join(f'{k}={v}' for k, v in modes.items())}]"
         if bar:
             bar.set_postfix_str(_fmt({k: means[k] for k in ("loss", "nll") if k in means}))
@@ -328,7 +336,8 @@ class Trainer:
         if self.eval_fn is None:
             return None
         out = self.eval_fn(self.model, step) or {}
-        scalars = out.get("scalars", {})
+        scalars = {k: v for k, v in out.get("scalars", {}).items() if v is not None}
+        self._history({"step": step, "eval": scalars})
         with self._eval_writer.as_default(step=step):
             for k, v in scalars.items():
                 tf.summary.scalar(k, float(v))
@@ -340,6 +349,15 @@ class Trainer:
         if scalars:
             self.log(f"eval @ step {step}: {_fmt(scalars)}")
         return scalars
+
+
+    def _history(self, record):
+        """Appends one JSON line to ``history.jsonl`` (train windows, evaluations): the
+        curves the results scripts plot. A resumed run may repeat a step; the last
+        line of a step wins."""
+        path = os.path.join(self.config.model_dir, "history.jsonl")
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"time": time.time(), **record}) + "\n")
 
 
 def _to_tensors(batch):

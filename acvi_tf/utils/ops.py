@@ -62,3 +62,10 @@ def gaussian_kl(mean, log_var, prior_mean=None, prior_log_var=None):
                                + (tf.exp(log_var) + tf.square(diff)) * tf.exp(-prior_log_var)
                                - 1.0, axis=-1)
 
+
+
+def masked_mean(memory, mask):
+    """h_bar = (1 / |x|) sum_{i real} h_i, [B, D]; padded rows of memory do not count."""
+    weights = tf.cast(mask, memory.dtype)
+    count = tf.maximum(tf.reduce_sum(weights, axis=1, keepdims=True), 1.0)
+    return tf.einsum("bn,bnd->bd", weights, memory) / count

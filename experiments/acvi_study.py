@@ -1,0 +1,210 @@
+r"""The ACVI study (issue 10): an ablation grid and a seeds comparison at CPU scale.
+
+Every cell is one run of ``experiments.translate`` (Multi30k En->De, the table4-cpu
+profile) or ``experiments.summarize`` (CNN/DM, the table1-cpu profile) with a few
+flags changed from the row's flagfile. Finished runs (a ``results.json``) are skipped,
+interrupted ones resume from their last checkpoint, so ``run`` can be stopped and
+started again at will::
+
+    python -m experiments.acvi_study plan                      # every cell and its command
+    python -m experiments.acvi_study run --runs_root runs/acvi_study --only grid
+    python -m experiments.acvi_study run --runs_root runs/acvi_study --parallel 2 \
+        --only noise_only,small_sigma_kl1e-3
+    python -m experiments.acvi_study report --runs_root runs/acvi_study   # -> results/
+
+``--parallel N`` runs N cells at once with one intra-op thread each (on 2 cores, two
+single-threaded LSTM runs train faster together than one run on both cores; training
+minutes of such runs are not comparable with runs alone). ``--only`` takes cell names
+and the group names ``grid``, ``seeds_multi30k`` and ``seeds_cnndm``.
+"""
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+MULTI30K_ACVI = "experiments/configs/table4cpu_multi30k_acvi.flags"
+MULTI30K_SOFT = "experiments/configs/table4cpu_multi30k_soft.flags"
+CNNDM_ACVI = "experiments/configs/table1_cpu_pg_acvi.flags"
+CNNDM_SOFT = "experiments/configs/table1_cpu_pg_soft.flags"
+SEEDS = (0, 1, 2)
+
+
+def _opts(**options):
+    return [f"--attention_option={k}={v}" for k, v in options.items()]
+
+
+NO_TAIL = ["--gumbel_fraction=0"]
+# The grid: one cell per question, each a few flags away from the paper's ACVI row
+# (KL weight 1 against N(0, I), the Gumbel tail for the last 10%). Cells after the
+# first four drop the Gumbel tail (the first four measure what it does).
+GRID = [
+    ("paper_elbo", "the paper's ELBO (Eq. 22), Gumbel tail", []),
+    ("paper_elbo_no_tail", "the paper's ELBO, no Gumbel tail", NO_TAIL),
+    ("noise_only", "KL weight 0, no Gumbel tail (a learned noise)", _opts(kl_weight=0) + NO_TAIL),
+    ("noise_only_tail", "KL weight 0, Gumbel tail", _opts(kl_weight=0)),
+    ("kl1e-2", "KL weight 1e-2", _opts(kl_weight=1e-2) + NO_TAIL),
+    ("kl1e-3", "KL weight 1e-3", _opts(kl_weight=1e-3) + NO_TAIL),
+    ("kl1e-4", "KL weight 1e-4", _opts(kl_weight=1e-4) + NO_TAIL),
+    ("kl1e-5", "KL weight 1e-5", _opts(kl_weight=1e-5) + NO_TAIL),
+    ("anneal", "KL weight 1 annealed linearly over the whole run",
+     ["--kl_anneal_steps=2500"] + NO_TAIL),
+    ("small_sigma_kl1", "initial log sigma^2 = -6, KL weight 1",
+     _opts(log_sigma_sq_init=-6) + NO_TAIL),
+    ("small_sigma_kl1e-2", "initial log sigma^2 = -6, KL weight 1e-2",
+     _opts(log_sigma_sq_init=-6, kl_weight=1e-2) + NO_TAIL),
+    ("small_sigma_kl1e-3", "initial log sigma^2 = -6, KL weight 1e-3",
+     _opts(log_sigma_sq_init=-6, kl_weight=1e-3) + NO_TAIL),
+    ("small_sigma_kl0", "initial log sigma^2 = -6, KL weight 0",
+     _opts(log_sigma_sq_init=-6, kl_weight=0) + NO_TAIL),
+    ("free_bits", "free bits: 64 nats per step, KL weight 1",
+     _opts(kl_free_bits=64) + NO_TAIL),
+    ("kl_mean", "kl_reduce=mean (KL / D), KL weight 1", _opts(kl_reduce="mean") + NO_TAIL),
+    ("warm_start", "warm start from soft attention (seed 0), KL weight 1e-3",
+     ["--init_from={runs_root}/multi30k_soft_s0"] + _opts(kl_weight=1e-3) + NO_TAIL),
+    ("sigma_relu", "the ICLR sigma-network (log sigma^2 = ReLU(Wh + b)), KL weight 1",
+     _opts(sigma_net="relu") + NO_TAIL),
+    ("prior_mean_kl1", "prior N(h_bar, I), KL weight 1", _opts(prior="mean_encoder") + NO_TAIL),
+    ("prior_mean_kl1e-3", "prior N(h_bar, I), KL weight 1e-3",
+     _opts(prior="mean_encoder", kl_weight=1e-3) + NO_TAIL),
+    ("k2", "K = 2 samples, KL weight 1", ["--num_samples=2"] + NO_TAIL),
+    ("k4", "K = 4 samples, KL weight 1", ["--num_samples=4"] + NO_TAIL),
+]
+# Where "ACVI (ours)" is chosen from the grid by val BLEU only, its flags go here.
+OURS = {"multi30k": None, "cnndm": None}
+
+
+def cells(runs_root):
+    """Every run of the study: ``(name, group, description, argv, model_dir)``."""
+    out = []
+    py = [sys.executable, "-m"]
+    for name, about, extra in GRID:
+        model_dir = os.path.join(runs_root, f"grid_{name}")
+        extra = [e.format(runs_root=runs_root) for e in extra]
+        out.append((f"grid_{name}", "grid", about,
+                    py + ["experiments.translate", f"--flagfile={MULTI30K_ACVI}", "--noprogress",
+                          f"--model_dir={model_dir}"] + extra, model_dir))
+    for seed in SEEDS:
+        rows = [("multi30k_soft", "soft attention", "experiments.translate", MULTI30K_SOFT, []),
+                ("multi30k_acvi_paper_elbo", "ACVI, the paper's ELBO", "experiments.translate",
+                 MULTI30K_ACVI, [])]
+        if OURS["multi30k"] is not None:
+            rows.append(("multi30k_acvi", "ACVI (ours)", "experiments.translate", MULTI30K_ACVI,
+                         OURS["multi30k"]))
+        rows += [("cnndm_soft", "soft attention", "experiments.summarize", CNNDM_SOFT, []),
+                 ("cnndm_acvi_paper_elbo", "ACVI, the paper's ELBO", "experiments.summarize",
+                  CNNDM_ACVI, [])]
+        if OURS["cnndm"] is not None:
+            rows.append(("cnndm_acvi", "ACVI (ours)", "experiments.summarize", CNNDM_ACVI,
+                         OURS["cnndm"]))
+        for row, about, module, flagfile, extra in rows:
+            name = f"{row}_s{seed}"
+            model_dir = os.path.join(runs_root, name)
+            if row == "multi30k_acvi_paper_elbo" and seed == 0:
+                model_dir = os.path.join(runs_root, "grid_paper_elbo")  # the same run
+            group = "seeds_" + row.split("_")[0]
+            out.append((name, group, f"{about}, seed {seed}",
+                        py + [module, f"--flagfile={flagfile}", "--noprogress",
+                              f"--model_dir={model_dir}", f"--seed={seed}"] + extra, model_dir))
+    return out
+
+
+def select(all_cells, only):
+    if not only:
+        return all_cells
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    names = {c[0] for c in all_cells} | {c[1] for c in all_cells}
+    unknown = [w for w in wanted if w not in names and f"grid_{w}" not in names]
+    if unknown:
+        raise SystemExit(f"--only: unknown cells {', '.join(unknown)}; see `plan`")
+    return [c for c in all_cells
+            if c[0] in wanted or c[1] in wanted or c[0].removeprefix("grid_") in wanted]
+
+
+def done(model_dir):
+    return os.path.exists(os.path.join(model_dir, "results.json"))
+
+
+def _shell(argv):
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def run(selected, parallel, log_dir, stream=sys.stdout):
+    """Runs the selected cells that are not done, ``parallel`` at a time; returns the
+    number that failed. Each run's output goes to ``log_dir/<name>.log``."""
+    pending, seen = [], set()
+    for c in selected:  # a run shared by two cells (grid_paper_elbo) runs once
+        if not done(c[4]) and c[4] not in seen:
+            pending.append(c)
+            seen.add(c[4])
+    os.makedirs(log_dir, exist_ok=True)
+    env = dict(os.environ)
+    if parallel > 1:
+        env.update(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1", OMP_NUM_THREADS="1")
+    running, failed = [], 0
+    while pending or running:
+        while len(running) < parallel:
+            ready = [c for c in pending if _source(c[3]) is None or done(_source(c[3]))]
+            if not ready:
+                break
+            cell = ready[0]
+            pending.remove(cell)
+            name, _, _, argv, model_dir = cell
+            log = open(os.path.join(log_dir, f"{name}.log"), "a", encoding="utf-8")
+            print(f"=== {time.strftime('%H:%M:%S')} {name}: {_shell(argv)}", file=stream,
+                  flush=True)
+            running.append((name, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                                   env=env), log))
+        if not running:  # what is left waits for a warm-start source nobody will train
+            for name, *_, argv, _ in pending:
+                print(f"{name}: not run, its --init_from run {_source(argv)} is not done "
+                      f"(run it first)", file=stream)
+            return failed + len(pending)
+        time.sleep(5)
+        for item in list(running):
+            name, proc, log = item
+            if proc.poll() is not None:
+                log.close()
+                running.remove(item)
+                status = "done" if proc.returncode == 0 else f"FAILED ({proc.returncode})"
+                failed += proc.returncode != 0
+                print(f"=== {time.strftime('%H:%M:%S')} {name}: {status}", file=stream,
+                      flush=True)
+    return failed
+
+
+def _source(argv):
+    """The ``--init_from`` run directory of a command, or None."""
+    return next((a.split("=", 1)[1] for a in argv if a.startswith("--init_from=")), None)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("plan", "run", "report"):
+        p = sub.add_parser(name)
+        p.add_argument("--runs_root", default="runs/acvi_study")
+        p.add_argument("--only", default="", help="cells or groups, comma-separated")
+        if name == "run":
+            p.add_argument("--parallel", type=int, default=1)
+        if name == "report":
+            p.add_argument("--out", default="results/acvi_study.md")
+    args = parser.parse_args(argv)
+    selected = select(cells(args.runs_root), args.only)
+    if args.command == "plan":
+        for name, group, about, argv_, model_dir in selected:
+            state = "done" if done(model_dir) else "to run"
+            print(f"[{state}] {name} ({group}): {about}\n    {_shell(argv_)}")
+        return 0
+    if args.command == "run":
+        return 1 if run(selected, max(1, args.parallel),
+                        os.path.join(args.runs_root, "logs")) else 0
+    from experiments import acvi_study_report
+    return acvi_study_report.write(args.runs_root, cells(args.runs_root), args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
