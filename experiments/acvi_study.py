@@ -119,8 +119,11 @@ def select(all_cells, only):
     unknown = [w for w in wanted if w not in names and f"grid_{w}" not in names]
     if unknown:
         raise SystemExit(f"--only: unknown cells {', '.join(unknown)}; see `plan`")
-    return [c for c in all_cells
-            if c[0] in wanted or c[1] in wanted or c[0].removeprefix("grid_") in wanted]
+    out = []  # in the order asked for
+    for w in wanted:
+        out += [c for c in all_cells if c not in out
+                and w in (c[0], c[1], c[0].removeprefix("grid_"))]
+    return out
 
 
 def done(model_dir):
