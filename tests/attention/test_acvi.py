@@ -230,3 +230,99 @@ def test_sigma_nets_shapes():
         assert out["log_sigma_sq"].shape == (2, 3, D)
         if net == "relu":
             assert float(tf.reduce_min(out["log_sigma_sq"])) >= 0.0
+
+
+# -- the study's knobs and the float64 mixture density (issue 10) ------------------------
+
+@pytest.mark.parametrize("sigma", [1e-4, 1e-3, 1e-2, 1e-1, 1.0])
+def test_mc_kl_matches_tfp_at_small_sigma_in_float32(sigma):
+    """At the same exact mixture draws, log p(c) - log N(c; 0, I) from our quadratic form
+    equals tfp's MixtureSameFamily (which works from (c - h_i) / sigma_i) for sigma from
+    1e-4 to 1, in float32; the float32 quadratic form was off by up to 1e11 nats here."""
+    rng = np.random.default_rng(4)
+    d, n = 64, 6
+    memory = (0.5 * rng.normal(size=[B, n, d])).astype(np.float32)
+    lss = np.full([B, n, d], 2 * np.log(sigma), np.float32) + \
+        rng.normal(scale=0.1, size=[B, n, d]).astype(np.float32)
+    scores = rng.normal(size=[B, n]).astype(np.float32)
+    log_probs = tf.nn.log_softmax(tf.constant(scores))
+    draws = tf.stack([acvi_lib.ancestral_sample(log_probs, memory, lss, tf.constant([5, j]))
+                      for j in range(16)], axis=1)  # [B, 16, D]
+    terms = acvi_lib.mixture_terms(tf.constant(memory), tf.constant(lss))
+    ours = acvi_lib.kl_mixture_mc(tf.repeat(log_probs[:, None], 16, axis=1), terms,
+                                  draws[:, :, None, :]).numpy()  # [B, 16]: one draw per step
+    posterior = acvi_lib.context_posterior(log_probs, memory, lss)
+    x = tf.transpose(draws, [1, 0, 2])
+    prior = -0.5 * tf.reduce_sum(tf.square(x) + np.log(2 * np.pi), axis=-1)
+    reference = tf.transpose(posterior.log_prob(x) - prior).numpy()
+    scale = np.abs(reference).max()
+    np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-6 * scale + 1e-3)
+    # and the estimate, averaged over the draws, stays at most the closed-form bound
+    bound = acvi_lib.kl_mixture_bound(tf.exp(log_probs), terms["component_kl"]).numpy()
+    assert np.all(ours.mean(1) <= bound + 1e-4 * bound + 0.5), (ours.mean(1), bound)
+
+
+def test_mean_encoder_prior_kl_against_tfp():
+    """prior=mean_encoder: KL[p(c; D) || N(h_bar, I)] by MC equals the tfp log-density
+    difference at the same draws, and the bound is the closed form against N(h_bar, I)."""
+    scores, mask, memory, lss = _mixture(seed=8)
+    h_bar = (memory * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+    variant = ACVI(D, prior="mean_encoder")
+    terms = variant.prepare(tf.constant(memory), tf.constant(mask))
+    np.testing.assert_allclose(terms["prior_mean"], h_bar, rtol=1e-5, atol=1e-6)
+    log_probs = tf.nn.log_softmax(tf.where(mask, scores, -1e9))
+    lss_net = terms["log_sigma_sq"].numpy()
+    draws = acvi_lib.ancestral_sample(log_probs, memory, lss_net, tf.constant([1, 2]))
+    ours = acvi_lib.kl_mixture_mc(log_probs[:, None], terms, draws[:, None, None]).numpy()[:, 0]
+    reference = (acvi_lib.context_posterior(log_probs, memory, lss_net).log_prob(draws)
+                 - tfp_normal_log_prob(draws.numpy(), h_bar))
+    np.testing.assert_allclose(ours, reference, rtol=1e-4, atol=1e-3)
+    var = np.exp(lss_net)
+    manual = 0.5 * (var + (memory - h_bar[:, None]) ** 2 - 1 - lss_net).sum(-1)
+    np.testing.assert_allclose(terms["component_kl"], manual, rtol=1e-4, atol=1e-4)
+
+
+def tfp_normal_log_prob(x, mean):
+    import tensorflow_probability as tfp
+    return tfp.distributions.MultivariateNormalDiag(loc=mean).log_prob(x).numpy()
+
+
+@pytest.mark.parametrize("init", [-6.0, -2.0, 2.0])
+@pytest.mark.parametrize("net", ["mlp"])
+def test_log_sigma_sq_init_sets_sigma_at_step_zero(init, net):
+    """sigma ~ exp(init / 2) at step 0 for encoder states of the BiLSTM's size (rms 0.01-0.1)."""
+    rng = np.random.default_rng(0)
+    memory = tf.constant((0.05 * rng.normal(size=[4, 7, 16])).astype(np.float32))
+    variant = ACVI(16, sigma_net=net, log_sigma_sq_init=init)
+    sigma = np.exp(0.5 * variant.prepare(memory, tf.ones([4, 7], bool))["log_sigma_sq"].numpy())
+    np.testing.assert_allclose(sigma, np.exp(init / 2), rtol=0.1)
+    default = np.exp(0.5 * ACVI(16).prepare(memory, tf.ones([4, 7], bool))["log_sigma_sq"])
+    np.testing.assert_allclose(default, 1.0, rtol=0.1)
+
+
+def test_free_bits_gradient_zero_below_threshold_unchanged_above():
+    kl = tf.Variable([[0.5, 3.0, 7.0]])
+    with tf.GradientTape() as tape:
+        penalty = tf.reduce_sum(acvi_lib.kl_penalty(kl, depth=8, free_bits=2.0))
+    grad = tape.gradient(penalty, kl).numpy()
+    np.testing.assert_allclose(grad, [[0.0, 1.0, 1.0]])
+    np.testing.assert_allclose(acvi_lib.kl_penalty(kl, 8, 2.0), [[2.0, 3.0, 7.0]])
+    np.testing.assert_allclose(acvi_lib.kl_penalty(kl, 8, 0.0), kl.numpy())
+
+
+def test_kl_reduce_mean_divides_by_context_dimension():
+    scores, mask, memory, lss = _mixture()
+    _, _, summed, _ = _step(ACVI(D, kl_estimator="bound"), scores, mask, memory, lss, True)
+    _, _, mean, _ = _step(ACVI(D, kl_estimator="bound", kl_reduce="mean"), scores, mask, memory,
+                          lss, True)
+    np.testing.assert_allclose(mean["kl"], summed["kl"] / D, rtol=1e-6)
+    np.testing.assert_allclose(mean["kl_bound"], summed["kl_bound"])  # logged in nats
+
+
+@pytest.mark.parametrize("option,value", [("temperature", 0), ("temperature", -1.0),
+                                          ("kl_weight", -0.1), ("kl_free_bits", -1),
+                                          ("kl_samples", 0), ("kl_reduce", "max"),
+                                          ("prior", "uniform"), ("log_sigma_sq_init", "small")])
+def test_bad_option_values_are_refused_by_name(option, value):
+    with pytest.raises(ValueError, match=option):
+        ACVI(D, **{option: value})
