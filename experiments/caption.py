@@ -366,6 +366,7 @@ class Evaluator:
         self._captioners = {}
         self._loss = None
         self.final_val = None  # (step, hyps, scores) of the end-of-training val decode
+        self.final_diagnostics = None  # the scalars of that evaluation
 
     def captioner(self, model, final):
         opts = common.decode_options(self.fv, final=final)
@@ -389,22 +390,17 @@ class Evaluator:
         refs = {c: [" ".join(t) for t in s.captions[c]] for c in clips}
         return hyps, score_captions(hyps, refs, metrics=metrics, scale=1.0), attention
 
-    def val_nll(self, model):
-        """Per-token val NLL (teacher forcing) over every val caption."""
-        import numpy as np
+    def val_diagnostics(self, model):
+        """Per-token val NLL and the run diagnostics (acvi_tf.training.diagnostics: KL per
+        token, attention entropy, ||h||, sigma, context use) over every val caption."""
         import tensorflow as tf
+        from acvi_tf.training.diagnostics import DevDiagnostics
         if self._loss is None:
             batches = self.data.batches("val", self.fv.decode_batch_size, self.fv, shuffle=False)
-            self._loss = (batches, self.data.with_features("val"),
-                          tf.function(lambda b: model.loss_terms(b, training=False),
-                                      reduce_retracing=True))
-        batches, transform, fn = self._loss
-        nll = tokens = 0.0
-        for batch in batches.dataset():
-            terms = fn({k: tf.convert_to_tensor(v) for k, v in transform(batch).items()})
-            nll += float(terms["nll"])
-            tokens += float(terms["num_tokens"])
-        return nll / max(tokens, 1.0), float(np.exp(min(nll / max(tokens, 1.0), 50.0)))
+            self._loss = (batches, self.data.with_features("val"), DevDiagnostics())
+        batches, transform, diagnostics = self._loss
+        return diagnostics(model, ({k: tf.convert_to_tensor(v) for k, v in
+                                    transform(batch).items()} for batch in batches.dataset()))
 
     def eval_fn(self, model, step):
         from acvi_tf.training import summaries
@@ -417,9 +413,12 @@ class Evaluator:
                                              attention_for=(0,))
         if final:
             self.final_val = (step, hyps, scores)
-        nll, ppl = self.val_nll(model)
+        diag = self.val_diagnostics(model)
         scalars = {f"val_{k.replace('-', '_')}": v for k, v in scores.items()}
-        scalars.update(val_nll=nll, val_ppl=ppl, val_decode_seconds=watch.seconds())
+        scalars.update(val_nll=diag.pop("dev_nll"), val_ppl=diag.pop("dev_ppl"), **diag,
+                       val_decode_seconds=watch.seconds())
+        if final:
+            self.final_diagnostics = scalars
         s = self.data.splits["val"]
         texts = {f"sample_{i}": f"**clip:** {c}\n\n**refs:** {' / '.join(' '.join(t) for t in s.captions[c][:3])}"
                  f"\n\n**hyp:** {hyps[c]}" for i, c in enumerate(list(hyps)[:2])}
@@ -465,12 +464,16 @@ def run_train(model_dir, data, fv=FLAGS):
     trainer = Trainer(lambda: common.build_model(config),
                       common.train_config_from_flags(model_dir, fv),
                       common.resumable_train_data(batches.iterator, data.with_features("train")),
-                      eval_fn=evaluator.eval_fn, strategy=common.make_strategy(fv), log=_log)
+                      eval_fn=evaluator.eval_fn, strategy=common.make_strategy(fv), log=_log,
+                      warm_start=common.warm_start_fn(
+                          fv.init_from, model_dir,
+                          _build_batch(fv.init_from) if fv.init_from else None, _log))
     metrics = trainer.train()
     info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": watch.seconds(),
             "train_metrics": {k: float(v) for k, v in metrics.items()},
             "train_pairs": batches.num_examples, "epochs": epochs,
-            "train_data_partial": data.partial, "train_command": common.command_line(MODULE)}
+            "train_data_partial": data.partial, "train_command": common.command_line(MODULE),
+            "diagnostics": evaluator.final_diagnostics}
     return trainer.model, evaluator, info
 
 

@@ -365,6 +365,7 @@ class Evaluator:
         self.pointer = fv.head == "pointer"
         self._pairs = {}
         self._summarizers = {}
+        self.final_diagnostics = None  # the run diagnostics of the end-of-training evaluation
 
     def examples(self, split, limit):
         """(pairs, examples at the final lengths, data report) of the first ``limit``."""
@@ -383,6 +384,21 @@ class Evaluator:
                                                       self.fv.decode_batch_size)
         return self._summarizers[id(model)]
 
+    def dev_diagnostics(self, model, examples, coverage):
+        """The run diagnostics (acvi_tf.training.diagnostics: dev NLL, KL per token,
+        attention entropy, ||h||, sigma, context use) on these val examples, teacher
+        forced in the coverage mode of the evaluated model."""
+        from acvi_tf.data import cnndm
+        from acvi_tf.training.diagnostics import DevDiagnostics
+        if not hasattr(self, "_diagnostics"):
+            self._diagnostics = DevDiagnostics()
+        size = self.fv.decode_batch_size
+        batches = (model_inputs(cnndm.make_batch(examples[i:i + size], self.vocab), self.vocab,
+                                self.pointer, with_targets=True)
+                   for i in range(0, len(examples), size))
+        model.set_mode(coverage=coverage)
+        return self._diagnostics(model, batches, mode_key=coverage)
+
     def coverage_at(self, step):
         """Whether the model of ``step`` trained steps decodes with coverage."""
         return bool(self.fv.coverage) and self.schedule.phase(max(step - 1, 0))["coverage"]
@@ -399,6 +415,9 @@ class Evaluator:
         r = rouge.rouge_cnndm(hyps, [p.abstract_sents for p in pairs])
         scalars = {f"val_{k}": 100 * r[k]["f"] for k in ("rouge_1", "rouge_2", "rouge_l")}
         scalars["val_decode_seconds"] = watch.seconds()
+        scalars.update(self.dev_diagnostics(model, examples, self.coverage_at(step)))
+        if step >= self.fv.train_steps:
+            self.final_diagnostics = scalars
         texts = {f"sample_{i}": f"**article:** {' '.join(pairs[i].article.split()[:80])} ...\n\n"
                  f"**reference:** {' '.join(pairs[i].abstract_sents)}\n\n"
                  f"**summary:** {' '.join(words[i])}" for i in range(min(2, len(pairs)))}
@@ -496,7 +515,9 @@ def run_train(model_dir, fv=FLAGS):
                       eval_fn=evaluator.eval_fn,
                       mode_schedule=ModeSchedule(fv.train_steps, fv.gumbel_fraction,
                                                  extra=phases.modes),
-                      strategy=common.make_strategy(fv), log=_log)
+                      strategy=common.make_strategy(fv), log=_log,
+                      warm_start=common.warm_start_fn(fv.init_from, model_dir,
+                                                      _dummy_batch(pointer), _log))
     info = {}
     coverage_start = phases.phases[-1][0]
     if fv.coverage and phases.coverage_steps and fv.eval_before_coverage:
@@ -516,7 +537,8 @@ def run_train(model_dir, fv=FLAGS):
                  "epochs": fv.train_steps * fv.batch_size / len(store),
                  "phases": [list(p) for p in phases.phases],
                  "coverage_steps": phases.coverage_steps,
-                 "train_command": common.command_line(MODULE)})
+                 "train_command": common.command_line(MODULE),
+                 "diagnostics": evaluator.final_diagnostics})
     return trainer.model, evaluator, info
 
 

@@ -37,8 +37,8 @@ class DevDiagnostics:
         self.keys = keys
         self._fns = {}
 
-    def _fn(self, model, zero_context):
-        key = (id(model), zero_context)
+    def _fn(self, model, zero_context, mode_key):
+        key = (id(model), zero_context, mode_key)
         if key not in self._fns:
             self._fns[key] = tf.function(
                 lambda b: model.loss_terms(b, training=False, zero_context=zero_context,
@@ -46,17 +46,19 @@ class DevDiagnostics:
                 reduce_retracing=True)
         return self._fns[key]
 
-    def __call__(self, model, batches):
+    def __call__(self, model, batches, mode_key=None):
+        """``mode_key`` names the model's schedule mode (e.g. coverage on/off), which the
+        decoder reads when a step is traced: one traced function per mode."""
         sums, zero_nll = {}, 0.0
         probe = supports_zero_context(model)
         for batch in batches:
             batch = {k: v for k, v in batch.items() if k in self.keys}
-            terms = self._fn(model, False)(batch)
+            terms = self._fn(model, False, mode_key)(batch)
             for name, value in terms.items():
                 if name != "objective":
                     sums[name] = sums.get(name, 0.0) + float(value)
             if probe:
-                zero_nll += float(self._fn(model, True)(batch)["nll"])
+                zero_nll += float(self._fn(model, True, mode_key)(batch)["nll"])
         return summarise(sums, zero_nll if probe else None)
 
 
