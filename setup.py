@@ -28,6 +28,8 @@ setup(
         "pyrouge==0.1.3",
         # CIDEr-D, METEOR 1.5 jar, coco-caption ROUGE-L / BLEU.
         "pycocoevalcap==1.2",
+        # results plots (PNG under results/)
+        "matplotlib==3.11.2",
     ],
     extras_require={"test": ["pytest==9.0.3", "pytest-xdist==3.8.0"]},
 )

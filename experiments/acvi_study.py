@@ -134,9 +134,10 @@ def _shell(argv):
     return " ".join(shlex.quote(a) for a in argv)
 
 
-def run(selected, parallel, log_dir, stream=sys.stdout):
+def run(selected, parallel, log_dir, stream=None):
     """Runs the selected cells that are not done, ``parallel`` at a time; returns the
     number that failed. Each run's output goes to ``log_dir/<name>.log``."""
+    stream = stream or sys.stdout
     pending, seen = [], set()
     for c in selected:  # a run shared by two cells (grid_paper_elbo) runs once
         if not done(c[4]) and c[4] not in seen:

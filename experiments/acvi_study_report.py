@@ -1,0 +1,290 @@
+"""results/acvi_study.{md,json} and its plots, from the study's runs (experiments/acvi_study.py).
+
+Every finished run's small files (``results.json``, ``history.jsonl`` and the dev/test
+decodes) are archived under ``results/acvi_study/runs/<cell>/``; the report is built from
+that archive, so it regenerates from the repository alone:
+
+    python -m experiments.acvi_study report --runs_root runs/acvi_study
+
+Text below the line ``NOTES_MARKER`` in the existing markdown is kept (notes by hand).
+"""
+
+import json
+import math
+import os
+import shutil
+
+import numpy as np
+
+NOTES_MARKER = "<!-- Notes below this line are written by hand and kept when the report is regenerated. -->"
+ARCHIVED = ("results.json", "history.jsonl", "decode_dev.txt", "decode_test.txt",
+            "flags.txt", "model_config.json")
+ROWS = (("soft", "Soft attention"), ("acvi_paper_elbo", "ACVI, the paper's ELBO (Eq. 22)"),
+        ("acvi", "ACVI (ours)"))
+
+
+def archive(runs_root, cells, archive_root):
+    """Copies the small files of every finished run into the archive; returns the number."""
+    copied = 0
+    for name, _, _, _, model_dir in cells:
+        if not os.path.exists(os.path.join(model_dir, "results.json")):
+            continue
+        dest = os.path.join(archive_root, name)
+        os.makedirs(dest, exist_ok=True)
+        for f in ARCHIVED:
+            if os.path.exists(os.path.join(model_dir, f)):
+                shutil.copyfile(os.path.join(model_dir, f), os.path.join(dest, f))
+        copied += 1
+    return copied
+
+
+def load_run(archive_root, name):
+    path = os.path.join(archive_root, name, "results.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        run = json.load(f)
+    history = []
+    hist_path = os.path.join(archive_root, name, "history.jsonl")
+    if os.path.exists(hist_path):
+        with open(hist_path, encoding="utf-8") as f:
+            history = [json.loads(line) for line in f if line.strip()]
+    run["_history"] = history
+    run["_dir"] = os.path.join(archive_root, name)
+    return run
+
+
+def curves(history, kind, key):
+    """(steps, values) of ``key`` in the ``kind`` ("train"/"eval") records; a step
+    repeated by a resumed run keeps its last value."""
+    points = {}
+    for rec in history:
+        if kind in rec and key in rec[kind]:
+            points[rec["step"]] = rec[kind][key]
+    steps = sorted(points)
+    return steps, [points[s] for s in steps]
+
+
+def summary(run):
+    """The numbers of one run the tables show."""
+    diag = run.get("diagnostics") or {}
+    out = {"val_bleu": run.get("bleu", {}).get("dev"), "test_bleu": run.get("bleu", {}).get("test"),
+           "dev_nll": diag.get("dev_nll"), "kl_mc": diag.get("kl_mc"),
+           "kl_bound": diag.get("kl_bound"), "context_use": diag.get("context_use"),
+           "sigma_mean": diag.get("sigma_mean"), "attention_entropy": diag.get("attention_entropy"),
+           "train_min": (run.get("train_wall_time_sec") or 0) / 60.0,
+           "command": run.get("train_command") or run.get("command")}
+    rouge = run.get("rouge") or run.get("scores", {}).get("rouge")
+    if isinstance(rouge, dict) and "rouge_1" in rouge:
+        out["rouge1"] = 100 * rouge["rouge_1"]["f"] if rouge["rouge_1"]["f"] <= 1 else \
+            rouge["rouge_1"]["f"]
+    return out
+
+
+def _fmt(v, digits=2):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float) and abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def mean_std(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def _ms(values):
+    m, s = mean_std(values)
+    return "–" if m is None else f"{m:.2f} ± {s:.2f} (n={len([v for v in values if v is not None])})"
+
+
+def plot_curves(rows, out_png):
+    """Dev BLEU (greedy, the eval subset) and dev KL per token against steps."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    colors = {"soft": "tab:blue", "acvi_paper_elbo": "tab:red", "acvi": "tab:green"}
+    for row, label in ROWS:
+        for i, run in enumerate(rows.get(row, [])):
+            kw = {"color": colors[row], "alpha": 0.8, "label": label if i == 0 else None}
+            axes[0].plot(*curves(run["_history"], "eval", "dev_bleu"), marker="o", **kw)
+            steps, kl = curves(run["_history"], "eval", "kl_mc")
+            if steps:
+                axes[1].plot(steps, np.maximum(kl, 1e-3), marker="o", **kw)
+    axes[0].set(xlabel="step", ylabel="dev BLEU (greedy, eval subset)",
+                title="Multi30k En→De, CPU scale")
+    axes[1].set(xlabel="step", ylabel="dev KL per token (nats, MC)", yscale="log",
+                title="KL[p(c_t; D) || prior] per target token")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+
+
+def plot_rate_distortion(grid, out_png):
+    """Grid cells: dev KL per token (rate) against dev NLL (distortion)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for name, s in grid:
+        if s["kl_mc"] is None or s["dev_nll"] is None:
+            continue
+        ax.scatter(max(s["kl_mc"], 1e-3), s["dev_nll"], color="tab:green")
+        ax.annotate(name, (max(s["kl_mc"], 1e-3), s["dev_nll"]), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    ax.set(xscale="log", xlabel="dev KL per token (nats, MC; floored at 1e-3)",
+           ylabel="dev NLL per token (nats)", title="ACVI grid: rate against distortion")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+
+
+def references(split):
+    """Multi30k En->De tokenized references (None when the data is not here)."""
+    try:
+        from acvi_tf.data.translation import references as refs
+        return refs("multi30k", split, "de", "tok")
+    except Exception:  # noqa: BLE001 - no data here: the report says the test was not run
+        return None
+
+
+def read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read().split("\n")
+
+
+def write(runs_root, cells, out, study_module=None):
+    from experiments import acvi_study as study
+    results_dir = os.path.dirname(out) or "."
+    archive_root = os.path.join(results_dir, "acvi_study", "runs")
+    copied = archive(runs_root, cells, archive_root)
+    runs = {name: load_run(archive_root, name) for name, *_ in cells}
+    about = {name: a for name, _, a, _, _ in cells}
+
+    lines = ["# The ACVI study (issue 10), CPU scale", "",
+             "Generated by `python -m experiments.acvi_study report` from the runs archived "
+             "under `results/acvi_study/runs/` (each cell's `results.json`, `history.jsonl` "
+             "and decodes). **CPU scale**: Multi30k En→De at the table4-cpu profile (2,500 "
+             "Adam steps, 1×128 BiLSTM encoder, 256-d decoder, beam 5), tokenized BLEU on val "
+             "and test2016. These are not the paper's settings and not its numbers.", ""]
+
+    # -- the grid ----------------------------------------------------------------------
+    grid_rows, grid_summ = [], []
+    lines += ["## The ablation grid (one seed per cell; chosen by val BLEU only)", "",
+              "KL per token, context use, dev NLL and mean σ are measured by teacher forcing "
+              "on the 200-sentence dev subset at the end of training "
+              "(`acvi_tf/training/diagnostics.py`). Context use = dev NLL with c_t = 0 minus "
+              "dev NLL (nats per token): 0 means the decoder ignores the context.", "",
+              "| cell | setting | val BLEU | KL/token MC | KL/token bound | context use | "
+              "dev NLL | mean σ | train min |", "|:--|:--|--:|--:|--:|--:|--:|--:|--:|"]
+    soft0 = runs.get("multi30k_soft_s0")
+    if soft0:
+        s = summary(soft0)
+        lines.append(f"| (soft attention, seed 0) | reference | {_fmt(s['val_bleu'])} | – | – | "
+                     f"{_fmt(s['context_use'], 3)} | {_fmt(s['dev_nll'], 3)} | – | "
+                     f"{_fmt(s['train_min'], 0)} |")
+    for name, _, desc in study.GRID:
+        run = runs.get(f"grid_{name}")
+        if run is None:
+            lines.append(f"| {name} | {desc} | not run yet | | | | | | |")
+            continue
+        s = summary(run)
+        grid_summ.append((name, s))
+        grid_rows.append((name, s, run))
+        lines.append(f"| {name} | {desc} | {_fmt(s['val_bleu'])} | {_fmt(s['kl_mc'])} | "
+                     f"{_fmt(s['kl_bound'])} | {_fmt(s['context_use'], 3)} | "
+                     f"{_fmt(s['dev_nll'], 3)} | {_fmt(s['sigma_mean'], 3)} | "
+                     f"{_fmt(s['train_min'], 0)} |")
+    if grid_summ:
+        best = max(grid_summ, key=lambda x: x[1]["val_bleu"] if x[1]["val_bleu"] is not None
+                   else -1)
+        lines += ["", f"Best cell by val BLEU so far: **{best[0]}** ({_fmt(best[1]['val_bleu'])})."]
+    lines += ["", "Commands (each cell's run; `results/acvi_study/runs/<cell>/flags.txt` holds "
+              "every resolved flag):", ""]
+    for name, s, run in grid_rows:
+        lines.append(f"- `{name}`: `{s['command']}`")
+
+    # -- the seeds comparison -------------------------------------------------------------
+    table = {"multi30k": {}, "cnndm": {}}
+    by_row = {"multi30k": {}, "cnndm": {}}
+    lines += ["", "## The comparison that decides (3 seeds each)", ""]
+    for task, metric_keys in (("multi30k", ("val_bleu", "test_bleu")), ("cnndm", ("rouge1",))):
+        lines += [f"### {'Multi30k En→De (BLEU)' if task == 'multi30k' else 'CNN/DM (ROUGE-1 F1)'}",
+                  "", "| row | " + " | ".join(f"seed {s}" for s in study.SEEDS) + " | " +
+                  " | ".join(f"{k} mean ± std" for k in metric_keys) + " |",
+                  "|:--|" + "--:|" * (len(study.SEEDS) + len(metric_keys))]
+        for row, label in ROWS:
+            found = [runs.get(f"{task}_{row}_s{seed}") for seed in study.SEEDS]
+            if row == "acvi_paper_elbo" and task == "multi30k" and found[0] is None:
+                found[0] = runs.get("grid_paper_elbo")  # the same run
+            summaries = [summary(r) if r else None for r in found]
+            by_row[task][row] = [r for r in found if r]
+            main_key = metric_keys[-1]
+            cells_txt = [_fmt(s[main_key]) if s else ("not chosen yet" if row == "acvi" and
+                                                       study.OURS[task] is None else "not run")
+                         for s in summaries]
+            stats = [_ms([s[k] if s else None for s in summaries]) for k in metric_keys]
+            lines.append(f"| {label} | " + " | ".join(cells_txt) + " | " + " | ".join(stats) + " |")
+            key = {"test_bleu": "test_bleu", "rouge1": "rouge1"}[main_key]
+            table[task][row] = {key: [s[main_key] for s in summaries if s]}
+        lines.append("")
+
+    # paired bootstrap on the pooled seeds, Multi30k test2016
+    refs = references("test")
+    lines += ["### Paired bootstrap (sacrebleu, 1,000 resamples, seeds pooled: seed i against "
+              "seed i)", ""]
+    soft_runs = by_row["multi30k"].get("soft", [])
+    for row, label in ROWS[1:]:
+        other = by_row["multi30k"].get(row, [])
+        n = min(len(soft_runs), len(other))
+        if n == 0 or refs is None:
+            lines.append(f"- {label} vs soft attention: not run yet" if refs is not None else
+                         f"- {label} vs soft attention: the Multi30k references are not here")
+            continue
+        from acvi_tf.metrics.significance import paired_bootstrap_bleu
+        base = sum((read_lines(os.path.join(r["_dir"], "decode_test.txt")) for r in soft_runs[:n]),
+                   [])
+        cand = sum((read_lines(os.path.join(r["_dir"], "decode_test.txt")) for r in other[:n]), [])
+        res = paired_bootstrap_bleu(base, cand, list(refs) * n)
+        table["multi30k"][row]["paired_bootstrap_vs_soft"] = {**res, "seeds": n}
+        lines.append(f"- {label} vs soft attention ({n} seed pair{'s' if n > 1 else ''}): "
+                     f"{res['candidate']:.2f} vs {res['baseline']:.2f} BLEU, difference "
+                     f"{res['difference']:+.2f}, p = {res['p_value']:.4f}")
+    lines.append("")
+
+    # -- plots ----------------------------------------------------------------------------
+    os.makedirs(os.path.join(results_dir, "acvi_study"), exist_ok=True)
+    curve_png = os.path.join(results_dir, "acvi_study", "curves_multi30k.png")
+    rd_png = os.path.join(results_dir, "acvi_study", "rate_distortion.png")
+    plot_curves(by_row["multi30k"], curve_png)
+    plot_rate_distortion(grid_summ, rd_png)
+    lines += ["## Plots", "",
+              f"![dev BLEU and KL per token against steps]({os.path.relpath(curve_png, results_dir)})",
+              "", f"![rate against distortion of the grid]({os.path.relpath(rd_png, results_dir)})",
+              ""]
+
+    # -- json, notes --------------------------------------------------------------------------
+    payload = {"multi30k": table["multi30k"], "cnndm": table["cnndm"],
+               "grid": {name: {k: v for k, v in s.items()} for name, s in grid_summ},
+               "ours": study.OURS, "profile": "cpu (table4-cpu / table1-cpu)"}
+    with open(os.path.splitext(out)[0] + ".json", "w", encoding="utf-8") as f:
+        json.dump(payload, f, indent=2, sort_keys=True)
+    notes = ""
+    if os.path.exists(out):
+        with open(out, encoding="utf-8") as f:
+            old = f.read()
+        if NOTES_MARKER in old:
+            notes = old.split(NOTES_MARKER, 1)[1].lstrip("\n")
+    lines += [NOTES_MARKER, "", notes] if notes else [NOTES_MARKER, ""]
+    with open(out, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines).rstrip() + "\n")
+    print(f"{out}: {len(grid_summ)} grid cells, {copied} runs archived")
+    return 0

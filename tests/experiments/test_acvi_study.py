@@ -1,0 +1,84 @@
+"""The ACVI study driver and its report, on fake finished runs (no training)."""
+
+import json
+import os
+
+import pytest
+
+from experiments import acvi_study, acvi_study_report
+
+
+def _fake_run(model_dir, val, test, kl, lines):
+    os.makedirs(model_dir, exist_ok=True)
+    results = {"bleu": {"dev": val, "test": test}, "train_wall_time_sec": 600.0,
+               "train_command": f"python -m experiments.translate --model_dir={model_dir}",
+               "diagnostics": {"dev_nll": 3.0 - val / 100, "kl_mc": kl, "kl_bound": 2 * kl,
+                               "context_use": 0.5, "sigma_mean": 0.3}}
+    with open(os.path.join(model_dir, "results.json"), "w") as f:
+        json.dump(results, f)
+    with open(os.path.join(model_dir, "history.jsonl"), "w") as f:
+        for step in (500, 1000, 1000):  # a resumed run repeats step 1000
+            f.write(json.dumps({"step": step, "eval": {"dev_bleu": val * step / 1000,
+                                                       "kl_mc": kl}}) + "\n")
+    with open(os.path.join(model_dir, "decode_test.txt"), "w") as f:
+        f.write("\n".join(lines))
+
+
+def test_plan_names_every_cell_and_only_keeps_the_order(tmp_path):
+    cells = acvi_study.cells(str(tmp_path))
+    names = [c[0] for c in cells]
+    assert len(names) == len(set(names))
+    assert {f"grid_{n}" for n, _, _ in acvi_study.GRID} <= set(names)
+    picked = acvi_study.select(cells, "noise_only,multi30k_soft_s0")
+    assert [c[0] for c in picked] == ["grid_noise_only", "multi30k_soft_s0"]
+    with pytest.raises(SystemExit, match="unknown"):
+        acvi_study.select(cells, "nonsense")
+    # the paper-ELBO seed 0 of the comparison is the grid's run, trained once
+    dirs = {c[0]: c[4] for c in cells}
+    assert dirs["multi30k_acvi_paper_elbo_s0"] == dirs["grid_paper_elbo"]
+    warm = next(c for c in cells if c[0] == "grid_warm_start")
+    assert acvi_study._source(warm[3]) == dirs["multi30k_soft_s0"]
+
+
+def test_run_skips_done_cells_and_waits_for_warm_start_sources(tmp_path, capsys):
+    cells = acvi_study.cells(str(tmp_path))
+    warm = [c for c in cells if c[0] == "grid_warm_start"]
+    failed = acvi_study.run(warm, 1, str(tmp_path / "logs"))
+    assert failed == 1 and "not done" in capsys.readouterr().out
+    _fake_run(warm[0][4], 20.0, 21.0, 1.0, ["x"])
+    assert acvi_study.run(warm, 1, str(tmp_path / "logs")) == 0  # done: nothing runs
+
+
+def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    refs = ["a b c d", "e f g h", "i j k l"]
+    cells = acvi_study.cells(str(root))
+    dirs = {c[0]: c[4] for c in cells}
+    for seed in acvi_study.SEEDS:
+        _fake_run(dirs[f"multi30k_soft_s{seed}"], 20.0 + seed, 21.0 + seed, 0.0,
+                  ["a b c x", "e f x h", "i x k l"])
+    _fake_run(dirs["grid_paper_elbo"], 8.0, 7.5, 0.02, ["a x x x", "e x x x", "x x x l"])
+    _fake_run(dirs["grid_noise_only"], 27.0, 28.0, 2000.0, refs)
+    monkeypatch.setattr(acvi_study_report, "references", lambda split: refs)
+    out = tmp_path / "results" / "acvi_study.md"
+    out.parent.mkdir()
+    out.write_text("old\n" + acvi_study_report.NOTES_MARKER + "\n2026-11-23: a note by hand\n")
+    assert acvi_study_report.write(str(root), cells, str(out)) == 0
+    text = out.read_text()
+    assert "| noise_only |" in text and "27.00" in text
+    assert "Best cell by val BLEU so far: **noise_only**" in text
+    assert "2026-11-23: a note by hand" in text and "old\n" not in text
+    assert "p = " in text  # paper ELBO vs soft: one seed pair
+    data = json.loads((tmp_path / "results" / "acvi_study.json").read_text())
+    assert data["multi30k"]["soft"]["test_bleu"] == [21.0, 22.0, 23.0]
+    assert data["multi30k"]["acvi_paper_elbo"]["test_bleu"] == [7.5]
+    assert set(data["cnndm"]) == {"soft", "acvi_paper_elbo", "acvi"}
+    for png in ("curves_multi30k.png", "rate_distortion.png"):
+        assert (tmp_path / "results" / "acvi_study" / png).stat().st_size > 1000
+    # the archive alone regenerates the report
+    import shutil
+    shutil.rmtree(root)
+    assert acvi_study_report.write(str(root), cells, str(out)) == 0
+    assert json.loads((tmp_path / "results" / "acvi_study.json").read_text()) == data
+    assert acvi_study_report.curves([{"step": 1, "eval": {"x": 1}}, {"step": 1, "eval": {"x": 2}}],
+                                    "eval", "x") == ([1], [2])
