@@ -7,8 +7,9 @@ PYTEST_WORKERS ?= 2
 help:  ## this list
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-install:  ## pip install the package with pinned dependencies (+ test tools)
+install:  ## pip install the package with pinned dependencies (+ test tools), then the set-up check
 	$(PYTHON) -m pip install -q -e ".[test]"
+	$(PYTHON) -m acvi_tf.setup_check
 
 test:  ## the whole test suite (tiny sizes, CPU, a few minutes)
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) tests
