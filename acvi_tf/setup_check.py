@@ -33,7 +33,8 @@ def checks():
     return out
 
 
-def report(stream=sys.stdout):
+def report(stream=None):
+    stream = stream or sys.stdout
     missing = 0
     print("set-up check (python -m acvi_tf.setup_check):", file=stream)
     for name, problem, fix, skipped in checks():
