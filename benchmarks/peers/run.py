@@ -156,8 +156,8 @@ def markdown(result):
     lines = [
         f"# Peer benchmark: ours vs OpenNMT-tf ({result['profile']})", "",
         f"{result['date']}; {result['machine']['cpu_count']} CPUs; load average "
-        f"(1/5/15 min) {load['start']} at the start, {load['before_timing']} before timing, "
-        f"{load['after_timing']} after.", ""]
+        f"(1/5/15 min) {load.get('start')} at the start, {load.get('before_timing')} before "
+        f"timing, {load.get('after_timing')} after.", ""]
     if not result["idle"]:
         lines += ["**The machine was not idle: these timings are not results.**", ""]
     lines += [
@@ -187,6 +187,36 @@ def markdown(result):
         lines += ["", "Errors:", ""] + [e.strip().splitlines()[-1] for e in errors]
     lines += ["", "Model differences:", ""] + [f"- {n}" for n in result["model_notes"]]
     return "\n".join(lines) + "\n"
+
+
+def build_result(profile, argv, size, load, sides, wall_seconds, **settings):
+    """The JSON record: settings, load averages, both sides' numbers and ours/peer ratios."""
+    cpus = os.cpu_count() or 1
+    result = {
+        "profile": profile,
+        "argv": list(sys.argv[1:] if argv is None else argv),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpu_count": cpus, "python": platform.python_version(),
+                    "platform": platform.platform()},
+        "code": code_version(),
+        "load_average": load,
+        # Idle: the 1-minute load under a quarter of the CPUs at the start and just before
+        # timing (our own workers add about 1 while they run).
+        "idle": all(load.get(k) is not None and load[k][0] < 0.25 * cpus
+                    for k in ("start", "before_timing")),
+        "note": ("Times are results only when measured on an otherwise idle machine; see "
+                 "load_average (os.getloadavg() 1/5/15 min) and idle."),
+        "settings": {**dataclasses.asdict(size), **settings, "precision": "fp32",
+                     "xla": False, "order": "alternating, ours first in each round"},
+        "model_notes": MODEL_NOTES,
+        "sides": sides,
+        "ratios": {},
+        "wall_seconds": wall_seconds,
+    }
+    for key in ("ms_per_step_median", "ms_per_step_min", "tokens_per_s", "first_call_s",
+                "ms_per_beam_call_median", "sentences_per_s"):
+        result["ratios"][key] = ratio(result, key)
+    return result
 
 
 def write_outputs(result, json_path):
@@ -221,6 +251,7 @@ def parse_args(argv):
                    "bench_peers.json, --quick: bench_peers_quick.json); the .md goes beside it")
     p.add_argument("--timeout", type=float, default=600, help="seconds to wait for a worker")
     args = p.parse_args(argv)
+    args.peer_python = os.path.abspath(args.peer_python)
     if args.out is None:
         args.out = os.path.join("bench_results",
                                 "bench_peers_quick.json" if args.quick else "bench_peers.json")
@@ -279,32 +310,9 @@ def main(argv=None):
         sides[side].pop("ready", None)
         sides[side].update(summarize(times[side]["train"], times[side]["beam"], tokens,
                                      size.beam_batch))
-    cpus = os.cpu_count() or 1
-    result = {
-        "profile": profile,
-        "argv": list(sys.argv[1:] if argv is None else argv),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpu_count": cpus, "python": platform.python_version(),
-                    "platform": platform.platform()},
-        "code": code_version(),
-        "load_average": load,
-        # Idle: the 1-minute load was under a quarter of the CPUs before and after timing
-        # (our own workers add up to ~1 while they run).
-        "idle": all(v is not None and v[0] < 0.25 * cpus
-                    for v in (load["start"], load.get("before_timing"))),
-        "note": ("Times are results only when measured on an otherwise idle machine; see "
-                 "load_average (os.getloadavg() 1/5/15 min) and idle."),
-        "settings": {**dataclasses.asdict(size), "seed": args.seed, "encoder": args.encoder,
-                     "batches": os.path.relpath(batches_path), "precision": "fp32",
-                     "xla": False, "order": "alternating, ours first in each round"},
-        "model_notes": MODEL_NOTES,
-        "sides": sides,
-        "ratios": {},
-        "wall_seconds": time.perf_counter() - start,
-    }
-    for key in ("ms_per_step_median", "ms_per_step_min", "tokens_per_s", "first_call_s",
-                "ms_per_beam_call_median", "sentences_per_s"):
-        result["ratios"][key] = ratio(result, key)
+    result = build_result(profile, argv, size, load, sides, time.perf_counter() - start,
+                          seed=args.seed, encoder=args.encoder,
+                          batches=os.path.relpath(batches_path))
     md_path = write_outputs(result, args.out)
     print(markdown(result))
     print(f"wrote {args.out} and {md_path} ({result['wall_seconds']:.0f} s)")
