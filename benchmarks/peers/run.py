@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.peers            # full size (our paper MT model), ~10+ min
+    python -m benchmarks.peers            # full size (our paper MT model), ~4 min on 2 cores
     python -m benchmarks.peers --quick    # toy sizes, 2 timed steps: checks the harness only
 
 What is measured. Both sides build the same model: a 2-layer bidirectional LSTM encoder
@@ -251,7 +251,7 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0, help="batches and parameters")
     p.add_argument("--out", default=None, help="JSON path (default bench_results/"
                    "bench_peers.json, --quick: bench_peers_quick.json); the .md goes beside it")
-    p.add_argument("--timeout", type=float, default=600, help="seconds to wait for a worker")
+    p.add_argument("--timeout", type=float, default=600, help="seconds to wait for a worker to exit")
     args = p.parse_args(argv)
     args.peer_python = os.path.abspath(args.peer_python)
     if args.out is None:
