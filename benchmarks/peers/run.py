@@ -251,7 +251,8 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0, help="batches and parameters")
     p.add_argument("--out", default=None, help="JSON path (default bench_results/"
                    "bench_peers.json, --quick: bench_peers_quick.json); the .md goes beside it")
-    p.add_argument("--timeout", type=float, default=600, help="seconds to wait for a worker to exit")
+    p.add_argument("--timeout", type=float, default=600,
+                   help="seconds to wait for a worker to exit")
     args = p.parse_args(argv)
     args.peer_python = os.path.abspath(args.peer_python)
     if args.out is None:
