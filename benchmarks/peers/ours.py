@@ -1,4 +1,5 @@
-"""Our side of the peer benchmark (the main environment): ``python -m benchmarks.peers.ours BATCHES``.
+"""Our side of the peer benchmark, in the main environment:
+``python -m benchmarks.peers.ours BATCHES``.
 
 The model is ``Seq2Seq(ModelConfig(...))`` with ``attention="soft"``,
 ``score="multiplicative"`` (Luong's general score) at the sizes in the batches file, built
