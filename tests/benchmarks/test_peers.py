@@ -1,0 +1,115 @@
+"""``make bench-peers``: the batches both sides read, the report writers, the final line;
+the whole quick mode when the OpenNMT-tf environment (.venv-peers) exists. No timing is
+asserted."""
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from benchmarks.peers import common, run
+
+QUICK = common.SIZES["quick"]
+FINAL_LINE = re.compile(r"^ours/opennmt-tf tokens/s: \d+\.\d\d \(fp32\)$")
+
+
+def test_batches_are_deterministic_and_shaped_as_the_size():
+    a, b = common.make_batches(QUICK, seed=3), common.make_batches(QUICK, seed=3)
+    assert a.keys() == b.keys() == {"src", "tgt_in", "tgt_out", "beam_src"}
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
+    other = common.make_batches(QUICK, seed=4)
+    assert not np.array_equal(a["src"], other["src"])
+
+    count = QUICK.warmup + 1 + QUICK.steps
+    assert a["src"].shape == (count, QUICK.batch, QUICK.src_len)
+    assert a["tgt_in"].shape == a["tgt_out"].shape == (count, QUICK.batch, QUICK.tgt_len)
+    assert a["beam_src"].shape == (QUICK.beam_batch, QUICK.src_len)
+    assert a["src"].max() < QUICK.src_vocab and a["tgt_out"].max() < QUICK.tgt_vocab
+    # Teacher forcing: tgt_in is bos + tgt_out shifted right; every target ends with eos.
+    assert (a["tgt_in"][..., 0] == common.BOS).all()
+    np.testing.assert_array_equal(a["tgt_in"][..., 1:], a["tgt_out"][..., :-1])
+    assert (a["tgt_out"][..., -1] == common.EOS).all()
+    assert common.target_tokens(a["tgt_out"][0]) == QUICK.batch * QUICK.tgt_len
+
+
+def test_both_sides_read_the_same_batches(tmp_path):
+    batches = common.make_batches(QUICK, seed=0)
+    path = str(tmp_path / "batches.npz")
+    common.save_batches(path, batches, QUICK, seed=0)
+    loaded, size, seed = common.load_batches(path)  # what each worker calls
+    assert size == QUICK and seed == 0
+    for key in batches:
+        np.testing.assert_array_equal(loaded[key], batches[key])
+
+    # The OpenNMT-tf worker only renames the special ids; words and pads are the same.
+    for key in ("src", "tgt_in", "tgt_out"):
+        ours, peer = loaded[key], common.to_opennmt_ids(loaded[key])
+        assert peer.shape == ours.shape
+        words = ours > common.EOS
+        np.testing.assert_array_equal(peer[words], ours[words])
+        assert (peer[ours == common.BOS] == common.ONMT_BOS).all()
+        assert (peer[ours == common.EOS] == common.ONMT_EOS).all()
+        assert (peer[ours == common.PAD] == common.PAD).all()
+
+
+def _result(ours_tokens_s=2.0, peer_tokens_s=1.0, idle=True):
+    load = {"start": [0.0, 0.0, 0.0] if idle else [3.0, 3.0, 3.0],
+            "before_timing": [0.1, 0.0, 0.0], "after_timing": [0.9, 0.2, 0.1]}
+    sides = {side: {"error": None, "tensorflow": "x", "parameters": 10,
+                    **run.summarize([1.0 / t] * 2, [0.5, 0.25], tokens=1, beam_batch=2)}
+             for side, t in (("ours", ours_tokens_s), ("opennmt-tf", peer_tokens_s))}
+    return run.build_result("quick", ["--quick"], QUICK, load, sides, 1.0, seed=0)
+
+
+def test_json_and_markdown_writer(tmp_path):
+    result = _result()
+    md_path = run.write_outputs(result, str(tmp_path / "out" / "bench_peers.json"))
+    written = json.loads((tmp_path / "out" / "bench_peers.json").read_text())
+    assert written["ratios"]["tokens_per_s"] == pytest.approx(2.0)
+    assert written["load_average"]["start"] == [0.0, 0.0, 0.0]
+    assert written["settings"] == {**dataclasses.asdict(QUICK), "seed": 0, "precision": "fp32",
+                                   "xla": False, "order": "alternating, ours first in each round"}
+    assert set(written["sides"]) == {"ours", "opennmt-tf"}
+    assert written["sides"]["ours"]["steps_timed"] == 2
+    md = open(md_path).read()
+    assert md_path.endswith("bench_peers.md")
+    assert "| | ours | OpenNMT-tf | ours/OpenNMT-tf |" in md
+    assert "| target tokens/s | 2 | 1 | 2.00 |" in md
+    assert "not idle" not in md
+    busy = run.markdown(_result(idle=False))
+    assert "not idle" in busy and "[3.0, 3.0, 3.0]" in busy
+
+
+def test_final_line_format():
+    line = run.final_line(_result(3.0, 2.0))
+    assert FINAL_LINE.match(line) and line.endswith(": 1.50 (fp32)")
+    result = _result()
+    result["sides"]["opennmt-tf"].pop("tokens_per_s")
+    result["ratios"]["tokens_per_s"] = run.ratio(result, "tokens_per_s")
+    assert run.final_line(result) == "ours/opennmt-tf tokens/s: n/a (fp32)"
+
+
+def test_quick_mode_end_to_end(tmp_path):
+    if not os.path.exists(run.DEFAULT_PEER_PYTHON):
+        pytest.skip("no OpenNMT-tf environment (.venv-peers): `make bench-peers` creates it")
+    out = tmp_path / "bench_peers_quick.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.peers", "--quick", f"--out={out}"],
+                          cwd=run.REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert FINAL_LINE.match(proc.stdout.strip().splitlines()[-1]), proc.stdout[-500:]
+    result = json.loads(out.read_text())
+    assert (tmp_path / "bench_peers_quick.md").exists()
+    assert (tmp_path / "bench_peers_quick_batches.npz").exists()
+    for side in ("ours", "opennmt-tf"):
+        rec = result["sides"][side]
+        assert rec["error"] is None and "beam_error" not in rec, rec
+        assert rec["steps_timed"] == QUICK.steps and rec["beam_calls_timed"] == QUICK.beam_reps
+        assert rec["parameters"] > 0
+    assert result["sides"]["opennmt-tf"]["opennmt_tf"] == "2.32.0"
+    assert all(result["load_average"][k] for k in ("start", "before_timing", "after_timing"))
