@@ -15,6 +15,7 @@ trainer saves the position with every checkpoint and hands it back on resume.
 """
 
 import dataclasses
+import glob
 import json
 import os
 import sys
@@ -140,12 +141,55 @@ class Trainer:
     def _position_path(self, step):
         return os.path.join(self.config.model_dir, "ckpt", f"position-{int(step)}.json")
 
-    def restore(self):
-        """Restores the latest checkpoint; returns the saved data position (or None)."""
-        latest = self.manager.latest_checkpoint
+    def readable_checkpoints(self):
+        """``[(step, prefix)]`` of every ``ckpt/ckpt-N`` whose files can be read, newest
+        first. Found by listing the directory, so a garbled or missing ``ckpt/checkpoint``
+        state file hides none of them."""
+        found = []
+        for index in glob.glob(os.path.join(self.config.model_dir, "ckpt", "ckpt-*.index")):
+            prefix = index[:-len(".index")]
+            try:
+                step = int(prefix.rsplit("-", 1)[1])
+                tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+            except Exception:  # noqa: BLE001 - an unreadable checkpoint is skipped, and said
+                self.log(f"WARNING: {prefix} cannot be read; skipped")
+                continue
+            found.append((step, prefix))
+        return sorted(found, reverse=True)
+
+    def latest_checkpoint(self):
+        """The checkpoint to resume from: the state file's, when it is readable, else the
+        newest readable one (said loudly). None only when no checkpoint file exists."""
+        stated = self.manager.latest_checkpoint
+        readable = self.readable_checkpoints()
+        if stated and any(prefix == stated for _, prefix in readable):
+            return stated
+        if not readable:
+            if glob.glob(os.path.join(self.config.model_dir, "ckpt", "ckpt-*")):
+                raise RuntimeError(
+                    f"{os.path.join(self.config.model_dir, 'ckpt')} holds checkpoint files but "
+                    f"none can be read; refusing to start again from step 0 over them (move "
+                    f"them away to start a new run)")
+            return None
+        state = os.path.join(self.config.model_dir, "ckpt", "checkpoint")
+        why = (f"{state} names {stated}, which cannot be read" if stated else
+               f"{state} is missing or unreadable")
+        self.log(f"WARNING: {why}; resuming from the newest readable checkpoint "
+                 f"{readable[0][1]} instead")
+        return readable[0][1]
+
+    def restore(self, path=None):
+        """Restores ``path`` (default: :meth:`latest_checkpoint`); returns the saved data
+        position (or None). A checkpoint that fails to load names its file."""
+        latest = path or self.latest_checkpoint()
         if not latest:
             return None
-        self.ckpt.restore(latest).assert_existing_objects_matched()
+        try:
+            self.ckpt.restore(latest).assert_existing_objects_matched()
+        except Exception as e:  # noqa: BLE001 - re-raised with the file named
+            raise RuntimeError(f"cannot restore checkpoint {latest}: {type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else ''}") from e
+        self._apply_new_learning_rate()
         path = self._position_path(self.step.numpy())
         position = None
         if os.path.exists(path):
@@ -153,6 +197,19 @@ class Trainer:
                 position = json.load(f)["position"]
         self.log(f"resumed from {latest} at step {int(self.step.numpy())}")
         return position
+
+    def _apply_new_learning_rate(self):
+        """Adam's constant learning rate is a variable of the checkpoint: a resumed run
+        given another ``learning_rate`` uses the new one, and says so."""
+        lr = getattr(self.optimizer, "_learning_rate", None)
+        if not isinstance(lr, (tf.Variable, keras.Variable)):
+            return  # a schedule: built from the config, so the new value already applies
+        old = float(np.asarray(lr.numpy() if hasattr(lr, "numpy") else lr))
+        new = float(self.config.learning_rate)
+        if not np.isclose(old, new, rtol=1e-6, atol=0.0):
+            lr.assign(new)
+            self.log(f"learning rate: the checkpoint had {old:g}; --learning_rate={new:g} "
+                     f"applies from now on")
 
     def save(self, position):
         step = int(self.step.numpy())
@@ -216,7 +273,7 @@ class Trainer:
         metrics.update(anneal)  # the same on every replica, so their mean is the value
         return metrics
 
-    def _train_fn(self, modes):
+    def _train_fn(self, modes, batch):
         key = tuple(sorted(modes.items()))
         if key not in self._train_fns:
             num_replicas = self.strategy.num_replicas_in_sync
@@ -228,8 +285,16 @@ class Trainer:
                 return {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                         for k, v in per_replica.items()}
 
+            signature = None
+            if num_replicas == 1:
+                # One trace with every dimension unknown, from the first step on: a resumed
+                # run then runs the very graph the uninterrupted run runs at that step, so
+                # it resumes bit for bit (a trace specialised to the first batch's shapes
+                # may round a float64 product differently), and no shape retraces.
+                signature = ({k: tf.TensorSpec([None] * v.shape.rank, v.dtype)
+                              for k, v in batch.items()}, tf.TensorSpec([], tf.int64))
             self._train_fns[key] = tf.function(train_step, jit_compile=self.config.jit_compile,
-                                               reduce_retracing=True)
+                                               reduce_retracing=True, input_signature=signature)
         return self._train_fns[key]
 
     def _distribute(self, batch):
@@ -260,10 +325,11 @@ class Trainer:
         cfg.save(os.path.join(cfg.model_dir, "train_config.json"))
         saved_position = None
         first = None
-        if self.manager.latest_checkpoint:
+        latest = self.latest_checkpoint()
+        if latest:
             probe = iter(self.train_data(None))
             self._build(next(probe)[0])
-            saved_position = self.restore()
+            saved_position = self.restore(latest)
         iterator = iter(self.train_data(saved_position))
         step = int(self.step.numpy())
         position = saved_position
@@ -282,7 +348,8 @@ class Trainer:
                     if self.warm_start is not None:
                         self._history({"step": step, "warm_start": self.warm_start(self.model)})
             modes = self.mode_schedule.modes(step)
-            metrics = self._train_fn(modes)(self._distribute(batch), tf.constant(step, tf.int64))
+            inputs = self._distribute(batch)
+            metrics = self._train_fn(modes, inputs)(inputs, tf.constant(step, tf.int64))
             if float(metrics["finite"]) < 1.0:
                 bad = {k: float(v) for k, v in metrics.items() if k not in ("finite",)}
                 raise TrainingDiverged(
@@ -304,10 +371,10 @@ class Trainer:
                 self.save(position)
         if bar:
             bar.close()
-        if first is None and self.manager.latest_checkpoint is None:
+        if first is None and latest is None:
             raise RuntimeError("train_steps is 0 and no checkpoint exists")
-        if not self.manager.latest_checkpoint or \
-                int(self.manager.latest_checkpoint.rsplit("-", 1)[1]) != step:
+        newest = self.manager.latest_checkpoint or latest
+        if not newest or int(newest.rsplit("-", 1)[1]) != step:
             self.save(position)
         result = self.evaluate(step)
         return {**last, **(result or {})}
