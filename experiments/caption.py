@@ -48,13 +48,15 @@ from absl import app, flags
 
 from experiments import common
 from experiments.common import FlagError
+from acvi_tf.runs import ConfigError
+from acvi_tf.tasks.captioning import (DEFAULT_FEATURES, DEFAULT_VIDEOS, SYNTHETIC_BANNER,  # noqa: F401
+                                     FeaturesMissing, check_coverage, features_status,
+                                     how_to_make_features, open_features)
 
 FLAGS = flags.FLAGS
 MODULE = "experiments.caption"
 MODES = common.MODES + ("extract_features",)
 SPLITS = ("val", "test")  # evaluated splits, in print order
-DEFAULT_FEATURES = os.path.join("data", "msvd", "googlenet_pool5")
-DEFAULT_VIDEOS = os.path.join("data", "msvd", "YouTubeClips")
 
 PROFILES = {
     # Section 4.2 / Appendix B. Not in the paper (our choices): head_units (the
@@ -92,13 +94,6 @@ DATA_FLAGS = ("split_scheme", "caption_source", "min_count", "max_vocab_size", "
 # (a moved feature store).
 FEATURE_FLAGS = ("features", "synthetic_features")
 RUN_FLAGS = ("max_eval_clips", "allow_partial_data")
-
-SYNTHETIC_BANNER = (
-    "!" * 78 + "\n"
-    "!!  SYNTHETIC FEATURES: random vectors, not computed from any video.\n"
-    "!!  The scores below test the pipeline only and say NOTHING about the paper.\n"
-    + "!" * 78)
-
 
 def define_flags(fv=FLAGS):
     """The shared flags (experiments.common) and the captioning flags, in ``fv``.
@@ -148,84 +143,6 @@ def define_flags(fv=FLAGS):
 # ---------------------------------------------------------------------------
 # Features
 # ---------------------------------------------------------------------------
-
-def how_to_make_features(features=DEFAULT_FEATURES):
-    """What to produce and how (the message of every missing-features stop)."""
-    from acvi_tf.data import msvd
-    return (
-        "Real features are the GoogLeNet pool5/7x7_s1 vectors of 24 frames per clip "
-        "(Section 4.2). To make them:\n"
-        f"  1. videos: unpack YouTubeClips.tar ({msvd.MSVD.homepage}) into {DEFAULT_VIDEOS}/\n"
-        "  2. weights: bvlc_googlenet.caffemodel + deploy.prototxt (BVLC Caffe model zoo), "
-        "converted with pycaffe:\n"
-        "       net = caffe.Net('deploy.prototxt', 'bvlc_googlenet.caffemodel', caffe.TEST)\n"
-        "       np.savez('bvlc_googlenet.npz', **{f'{n}/{i}': p.data for n, ps in "
-        "net.params.items() for i, p in enumerate(ps)})\n"
-        "     (or a caffe-tensorflow .npy)\n"
-        "  3. a video decoder: pip install opencv-python-headless\n"
-        f"  4. python -m {MODULE} --mode=extract_features --videos={DEFAULT_VIDEOS} "
-        f"--cnn_weights=bvlc_googlenet.npz --features={features}\n"
-        "Or run the pipeline on labelled synthetic features: --synthetic_features "
-        "(make table3-smoke); those numbers are not results.")
-
-
-class FeaturesMissing(Exception):
-    """No usable feature store; the message says what to produce and how."""
-
-
-def open_features(features, synthetic, log=None):
-    """The feature source of a run: a FeatureStore, or SyntheticFeatures (loudly)."""
-    from acvi_tf.data import video_features as vf
-    if synthetic and features:
-        raise FlagError("synthetic_features", f"give either --features={features} or "
-                        f"--synthetic_features, not both")
-    if synthetic:
-        if log:
-            log(SYNTHETIC_BANNER)
-        return vf.SyntheticFeatures(warn=False)
-    if not features:
-        raise FeaturesMissing("no --features store given (and no --synthetic_features).\n"
-                              + how_to_make_features())
-    if not os.path.exists(os.path.join(features, vf.INDEX_FILE)):
-        raise FeaturesMissing(f"--features={features}: no feature store there (missing "
-                              f"{vf.INDEX_FILE}). MSVD videos and CNN features are not on "
-                              f"this machine.\n" + how_to_make_features(features))
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", vf.SyntheticFeaturesWarning)
-        store = vf.FeatureStore.open(features)
-    if not store.pretrained and log:
-        log(f"WARNING: {features} holds {'synthetic' if store.synthetic else 'random-CNN'} "
-            f"features; the scores are NOT results.")
-    return store
-
-
-def check_coverage(store, clips, where):
-    """Raises FeaturesMissing naming the clips of ``where`` without features."""
-    missing = [c for c in clips if c not in store]
-    if missing:
-        root = getattr(store, "root", "the feature store")
-        raise FeaturesMissing(f"{root}: {len(missing)} of the {len(clips)} {where} clips have "
-                              f"no features (e.g. {', '.join(missing[:5])}); rerun "
-                              f"--mode=extract_features (it resumes) or check the videos.\n"
-                              + how_to_make_features(root))
-
-
-def features_status(features, synthetic, scheme="paper"):
-    """``(ok, lines)``: does the feature source cover every clip of the split scheme?"""
-    from acvi_tf.data import msvd
-    if synthetic:
-        return True, ["  features: SYNTHETIC (random; the numbers are not results)"]
-    try:
-        store = open_features(features, False)
-        for split, clips in msvd.split_clips(scheme).items():
-            check_coverage(store, clips, f"{scheme} {split}")
-    except FeaturesMissing as e:
-        return False, [f"  MISSING  features: {str(e).splitlines()[0]}"]
-    kind = "pretrained" if store.pretrained else "NOT pretrained (random CNN)"
-    return True, [f"  ok       features: {features} ({len(store)} clips, {kind}, "
-                  f"{store.metadata.get('feature')})"]
-
 
 # ---------------------------------------------------------------------------
 # Data
@@ -652,6 +569,8 @@ def main(argv):
         return 0
     except FeaturesMissing as e:
         raise SystemExit(f"error: {e}") from None
+    except ConfigError as e:
+        raise FlagError(e.field, e.detail) from None
     except DataError as e:
         raise SystemExit(f"error: data missing or malformed: {e}") from None
     except FileNotFoundError as e:
@@ -662,68 +581,6 @@ def data_how_to_get():
     from acvi_tf.data import sources
     s = sources.get("msvd")
     return f"{s.how_to_get} (local mirror: $ACVI_DATA_MIRROR/msvd/)"
-
-
-# ---------------------------------------------------------------------------
-# Table 3 runs (``python -m experiments.tables run table3 ...`` lands here)
-# ---------------------------------------------------------------------------
-
-def plan_table(table, runs_root):
-    """[(name, argv, model_dir, settings)] of a captioning table of ``tables.TABLES``."""
-    from experiments import tables
-    return tables.plan_module_runs(table, runs_root, MODULE)
-
-
-def _done(model_dir):
-    path = os.path.join(model_dir, "results.json")
-    return os.path.exists(path) and "scores" in common.load_json(path)
-
-
-def run_table(table, runs_root, out, dry_run=False, stream=None):
-    """Checks the features of every run, trains/evaluates the missing runs, renders.
-
-    Returns 2 (running nothing) when a run needs real features that are not
-    there, after printing what to produce and how.
-    """
-    from experiments import tables
-    from experiments.tables import _shell
-    stream = stream or sys.stdout
-    runs = plan_table(table, runs_root)
-    print(f"{table}: {len(runs)} runs under {runs_root}", file=stream)
-    for _, argv, model_dir, _ in runs:
-        print(f"  [{'done' if _done(model_dir) else 'to run'}] {_shell(argv)}", file=stream)
-    problems = {}
-    for _, _, model_dir, s in runs:
-        if _done(model_dir):
-            continue
-        synthetic = s.get("synthetic_features", "false").lower() in ("true", "1", "")
-        features = s.get("features") or None
-        key = (features, synthetic, s.get("split_scheme", "paper"))
-        if key not in problems:
-            ok, lines = features_status(*key)
-            problems[key] = None if ok else lines
-    bad = {k: v for k, v in problems.items() if v}
-    if bad:
-        print("", file=stream)
-        for (features, _, _), lines in bad.items():
-            print(f"STOP: no video features for {table} (MSVD videos and CNN features are "
-                  f"not on this machine):", file=stream)
-            print("\n".join(lines), file=stream)
-            print(how_to_make_features(features or DEFAULT_FEATURES), file=stream)
-        print("\nNothing was run. With the features in place, rerun; the commands above are "
-              "what it will run. `make table3-smoke` runs the same path on labelled "
-              "synthetic features.", file=stream)
-        return 2
-    if dry_run:
-        return 0
-    code = tables.execute_runs(runs, stream)
-    if code:
-        return code
-    text = tables.RENDER[table](tables.find_results([runs_root], task="caption",
-                                                    key="scores"))
-    common.write_text(out, text)
-    print(f"\n{text}\n\nwritten to {out}", file=stream)
-    return 0
 
 
 if __name__ == "__main__":

@@ -45,19 +45,18 @@ sample summaries, an attention heat-map), ``decode_test.txt`` /
 
 import logging
 import os
-import shlex
 import sys
 
 from absl import app, flags
 
 from experiments import common
 from experiments.common import FlagError
+from acvi_tf.tasks.summarization import SPLITS, data_status, how_to_get  # noqa: F401
 
 FLAGS = flags.FLAGS
 MODULE = "experiments.summarize"
 MODES = common.MODES + ("lead3", "duc2004")
 PHASES = ("table5", "none")
-SPLITS = ("train", "val", "test")
 
 PROFILES = {
     # Section 4.1, Appendix A (Table 5) and See et al. (2017): 128-d embeddings, one
@@ -156,25 +155,6 @@ def schedule(fv=FLAGS):
 # ---------------------------------------------------------------------------
 # Data
 # ---------------------------------------------------------------------------
-
-def data_status(splits=SPLITS):
-    """``(complete, lines)``: the vocab and each split against the official sizes."""
-    from acvi_tf.data import cnndm, sources
-    vocab = sources.locate("cnn_dailymail", cnndm.VOCAB_PATH, required=False)
-    lines = [f"  vocab: {'ok' if vocab else 'MISSING'}"]
-    complete = vocab is not None
-    for split in splits:
-        n, total, _, _ = cnndm.split_counts(split)
-        complete &= n >= total
-        lines.append("  " + cnndm.counts_report((split,))[0])
-    return complete, lines
-
-
-def how_to_get(name="cnn_dailymail"):
-    from acvi_tf.data import cnndm, sources  # noqa: F401  (registers the sources)
-    s = sources.get(name)
-    return f"{s.how_to_get} (homepage: {s.homepage}; local mirror: $ACVI_DATA_MIRROR/{name}/)"
-
 
 def load_vocab(model_dir, fv=FLAGS):
     """The run's vocabulary: ``model_dir/vocab.txt``, written from See et al.'s vocab
@@ -691,73 +671,8 @@ def main(argv):
         raise SystemExit(f"error: metric could not run: {e}") from None
     except FileNotFoundError as e:
         raise SystemExit(f"error: {e}") from None
-
-
-# ---------------------------------------------------------------------------
-# Tables 1, 2, 5 (``python -m experiments.tables run table1-cpu ...`` lands here)
-# ---------------------------------------------------------------------------
-
-def plan_table(table, runs_root):
-    """[(name, argv, model_dir, settings)] of a summarization table of ``tables.TABLES``."""
-    from experiments import tables
-    return tables.plan_module_runs(table, runs_root, MODULE)
-
-
-def _done(model_dir, mode):
-    results = _load_results(model_dir)
-    return "duc2004" in results if mode == "duc2004" else "rouge" in results
-
-
-def run_table(table, runs_root, out, dry_run=False, stream=None):
-    """Checks the data, runs every missing run of the table in turn, renders it.
-
-    Returns 2, running nothing, when the table needs data that is missing or
-    partial (the paper profile needs all of CNN/DM), or models not trained yet.
-    """
-    from experiments import tables
-    stream = stream or sys.stdout
-    runs = plan_table(table, runs_root)
-    print(f"{table}: {len(runs)} runs under {runs_root}", file=stream)
-    for _, argv, model_dir, s in runs:
-        state = "done" if _done(model_dir, s.get("mode")) else "to run"
-        print(f"  [{state}] python {' '.join(shlex.quote(a) for a in argv[1:])}", file=stream)
-    problems = []
-    if any(s.get("mode") == "duc2004" for *_, s in runs):
-        from acvi_tf.data import sources
-        from acvi_tf.data import cnndm
-        for name in (cnndm.DUC_INPUT,) + cnndm.DUC_REFS:
-            if sources.locate("duc2004", name, required=False) is None:
-                problems.append(f"MISSING duc2004/{name}. Get it: {how_to_get('duc2004')}")
-        for _, _, model_dir, s in runs:
-            if not os.path.exists(os.path.join(model_dir, "model_config.json")):
-                problems.append(f"no trained model in {model_dir}: run the Table 1 runs first "
-                                f"(`make table1-cpu`, or `make table1` at paper scale)")
-    else:
-        from acvi_tf.data import cnndm
-        complete, lines = data_status()
-        paper = any(s.get("profile", "paper") == "paper" and s.get("mode") != "lead3"
-                    for *_, s in runs)
-        if paper and not complete:
-            problems += lines + [f"The paper profile trains on all 287,227 pairs. Get "
-                                 f"them: {how_to_get()}"]
-        elif not all(cnndm.chunk_files(split, required=False) for split in SPLITS):
-            problems += lines + [f"Get the chunks: {how_to_get()}"]
-    if problems:
-        print("\nSTOP:\n" + "\n".join(problems), file=stream)
-        print("\nNothing was run. Once that is in place (the mirror via ACVI_DATA_MIRROR, or "
-              "the data dir via ACVI_DATA_DIR), rerun; the commands above are what it will "
-              "run.", file=stream)
-        return 2
-    if dry_run:
-        return 0
-    code = tables.execute_runs(runs, stream, done=lambda run: _done(run[2], run[3].get("mode")))
-    if code:
-        return code
-    results = tables.find_results([runs_root], task="summarize", key="rouge")
-    text = tables.RENDER[table](results)
-    common.write_text(out, text)
-    print(f"\n{text}\n\nwritten to {out}", file=stream)
-    return 0
+    except common.ConfigError as e:
+        raise FlagError(e.field, e.detail) from None
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from absl import app, flags
 from acvi_tf.metrics import diversity
 from experiments import common
 from experiments.common import FlagError
+from acvi_tf.tasks.translation import data_status, how_to_get  # noqa: F401
 
 FLAGS = flags.FLAGS
 MODULE = "experiments.translate"
@@ -145,35 +146,6 @@ def check_flags(fv=FLAGS):
     if fv.variant == "raw" and fv.dataset != "multi30k":
         raise FlagError("variant", f"'raw' exists for multi30k only, not --dataset={fv.dataset}")
     common.check_run_flags(fv)
-
-
-def data_status(dataset, src, tgt, variant="tok"):
-    """``(complete, lines)``: one line per registered file of the dataset (both
-    languages): missing, partial (against the official line count) or complete."""
-    from acvi_tf.data import sources
-    from acvi_tf.data import translation  # noqa: F401  (registers the datasets)
-    source = sources.get(dataset)
-    complete, lines = True, []
-    for f in source.files:
-        if dataset == "multi30k" and not f.path.startswith(variant + "/"):
-            continue
-        local = sources.locate(dataset, f.path, required=False)
-        if local is None:
-            complete = False
-            expected = f"{f.lines:,} lines expected" if f.lines else "expected"
-            lines.append(f"  MISSING  {dataset}/{f.path} ({expected})")
-            continue
-        message, partial = sources.completeness(dataset, f.path, local)
-        complete &= not partial
-        lines.append(f"  {'PARTIAL ' if partial else 'ok      '} {message}  [{local}]")
-    return complete, lines
-
-
-def how_to_get(dataset):
-    from acvi_tf.data import sources
-    from acvi_tf.data import translation  # noqa: F401
-    s = sources.get(dataset)
-    return f"{s.how_to_get} (homepage: {s.homepage}; local mirror: $ACVI_DATA_MIRROR/{dataset}/)"
 
 
 # ---------------------------------------------------------------------------
@@ -575,6 +547,8 @@ def main(argv):
         raise SystemExit(f"error: data missing or malformed: {e}") from None
     except FileNotFoundError as e:
         raise SystemExit(f"error: {e}") from None
+    except common.ConfigError as e:
+        raise FlagError(e.field, e.detail) from None
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from experiments import common, summarize, tables
+from experiments.tables import table1_summarization  # noqa: F401  (tables.table1_summarization)
 from tests.experiments.test_flagfiles import cli_for, parse
 
 
@@ -64,7 +65,7 @@ def test_table1_has_a_run_for_every_row(table, profile):
             continue
         if profile == "cpu" and key[1] == "softmax" and key[0] == "soft":
             continue  # the 50K/150K-vocabulary seq2seq rows are paper-scale only
-        assert any(tables._match(k, key) for k in keys), (table, name)
+        assert any(tables.table1_summarization._match(k, key) for k in keys), (table, name)
 
 
 def test_table5_decodes_every_row_with_a_table1_model():
@@ -177,9 +178,9 @@ def test_table1_rows_of_latents_and_the_transformer_are_their_own():
 
 
 def test_rows_without_an_implementation_say_so():
-    assert tables._not_run("structured") == "not run"
-    assert tables._not_run("lead-3") == "not run"
-    assert tables._not_run("no-such-system") == "not implemented here"
+    assert tables.not_run("structured") == "not run"
+    assert tables.not_run("lead-3") == "not run"
+    assert tables.not_run("no-such-system") == "not implemented here"
     text = tables.table3([_fake(task="caption", system="some-new-variant", profile="smoke",
                                 scores={}, synthetic_features=True)])
     assert _row(text, "Structured attention")[-1] == "not run"
