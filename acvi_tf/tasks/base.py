@@ -8,6 +8,7 @@ those configs and pick the mode.
 """
 
 import dataclasses
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -61,7 +62,9 @@ def system_name(config):
     if config.model != "seq2seq":
         return config.model
     if config.latent:  # VED's row is its latent over soft attention
-        return config.latent if config.attention == "soft" else f"{config.latent}+{config.attention}"
+        if config.attention == "soft":
+            return config.latent
+        return f"{config.latent}+{config.attention}"
     return config.attention
 
 
@@ -69,6 +72,33 @@ def system_names():
     """Every row name :func:`system_name` can give for a single component."""
     return (set(attention.available()) | set(latent.available())
             | set(model_names()) - {"seq2seq"})
+
+
+class Task:
+    """A task: its data config (a dataclass of the task module), the decoding settings
+    and what the results record of the run; ``log`` takes progress lines."""
+
+    def __init__(self, config, decode=None, run=None, log=None):
+        self.config = config
+        self.decode = decode or DecodeConfig()
+        self.run = run or RunInfo()
+        self.log = log or _stderr
+
+    def model_config(self, arch):
+        """``arch`` (a ModelConfig of the architecture) completed with the task's
+        vocabulary sizes and ids (and feature size)."""
+        raise NotImplementedError
+
+    def train(self, model_dir, model_config, train_config, strategy=None,
+              before_training=None):
+        """Trains (resuming from ``model_dir``); returns ``(model, evaluator, info)``.
+        ``before_training()`` runs once the model config is checked against the run
+        directory (the CLI saves its settings there)."""
+        raise NotImplementedError
+
+
+def _stderr(message):
+    print(message, file=sys.stderr, flush=True)
 
 
 class Evaluator:
@@ -178,3 +208,15 @@ def read_lines(path, stream):
         with open(path, encoding="utf-8") as f:
             return [line.rstrip("\n") for line in f]
     return [line.rstrip("\n") for line in stream]
+
+
+def write_output(path, texts, log=print, what="lines"):
+    """``texts`` one a line to ``path`` (stdout when empty)."""
+    text = "".join(t + "\n" for t in texts)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        log(f"wrote {len(texts)} {what} to {path}")
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()

@@ -15,13 +15,13 @@ produced them ("ours, paper profile", "ours, CPU scale").
 
 from experiments.tables.registry import (CAPTION_TABLES, RENDER, SPECS,  # noqa: F401
                                          SUMMARY_TABLES, TABLES, TASK_OF)
-from experiments.tables.render import (METHODS, find_results, markdown_table,  # noqa: F401
+from experiments.tables.render import (SYSTEM_NAMES, find_results, markdown_table,  # noqa: F401
                                        not_run)
 from experiments.tables.runner import execute_runs, main, plan, run_table  # noqa: F401
 from experiments.tables.spec import CONFIG_DIR  # noqa: F401
-from experiments.tables.table1_summarization import (PAPER_TABLE1, PAPER_TABLE2, SUMMARY_SCORES,  # noqa: F401
-                                       table1)
+from experiments.tables.table1_summarization import (  # noqa: F401
+    PAPER_TABLE1, PAPER_TABLE2, SUMMARY_SCORES, table1)
 from experiments.tables.table3_captioning import PAPER_TABLE3, table3  # noqa: F401
-from experiments.tables.table4_translation import (DATASET_OF, PAPER_TABLE4, TABLE4_METHODS,  # noqa: F401
-                                       table4, table4_cpu)
+from experiments.tables.table4_translation import (  # noqa: F401
+    DATASET_OF, PAPER_TABLE4, TABLE4_SYSTEMS, table4, table4_cpu)
 from experiments.tables.table5_duc2004 import PAPER_TABLE5, table5  # noqa: F401

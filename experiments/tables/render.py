@@ -6,7 +6,7 @@ import os
 from acvi_tf.runs import load_json
 from acvi_tf.tasks.base import system_names
 
-METHODS = {"soft": "Baseline (soft attention)", "structured": "Structured attention",
+SYSTEM_NAMES = {"soft": "Baseline (soft attention)", "structured": "Structured attention",
            "variational": "Variational attention (Deng et al. 2018)",
            "ved": "VED (Bahuleyan et al. 2018)", "acvi": "ACVI",
            "transformer": "Transformer (Vaswani et al. 2017)",

@@ -1,7 +1,7 @@
 """Tables 1 and 2: abstractive summarization on CNN/DailyMail (experiments/summarize.py),
 and the lead-3 baseline."""
 
-from experiments.tables.render import (METHODS, Footnotes, markdown_table, not_run,
+from experiments.tables.render import (SYSTEM_NAMES, Footnotes, markdown_table, not_run,
                                        profile_label)
 from experiments.tables.spec import Table
 
@@ -114,7 +114,7 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail")
                   and x.get("head") == "pointer" and x.get("novelty")), None)
         ours = [r["novelty"]["novel_word_percent"], r["novelty"]["oov_adoption_percent"]] \
             if r else [None, None]
-        table2_rows.append([METHODS.get(system, system)] + ours + [nw, oov,
+        table2_rows.append([SYSTEM_NAMES.get(system, system)] + ours + [nw, oov,
                            notes.add(dict(r, partial_eval=False, splits={})) if r
                            else not_run(system)])
     text = [

@@ -13,7 +13,7 @@ PAPER_TABLE3 = {
     "ved": {"ROUGE-L": (0.5839, 0.5749), "CIDEr": (0.5421, 0.4298)},
     "acvi": {"ROUGE-L": (0.5968, 0.5766), "CIDEr": (0.6039, 0.4375)},
 }
-CAPTION_METHODS = {
+CAPTION_SYSTEM_NAMES = {
     "soft": "SA (soft attention)", "structured": "Structured attention",
     "variational": "Variational attention (Deng et al. 2018)",
     "ved": "VED (Bahuleyan et al. 2018)",
@@ -48,10 +48,10 @@ def table3(results, title="Table 3: video captioning on MSVD (Youtube2Text)"):
                 "paper (Table 3): CIDEr val", "paper (Table 3): CIDEr test", "our run"]
     ours = sorted({r["system"] for r in results} - set(PAPER_TABLE3))
     rows, notes = [], Footnotes()
-    for method in list(PAPER_TABLE3) + ours:
-        row, refs = [CAPTION_METHODS.get(method, method)], []
+    for system in list(PAPER_TABLE3) + ours:
+        row, refs = [CAPTION_SYSTEM_NAMES.get(system, system)], []
         for g in groups:
-            r = next((x for x in results if x["system"] == method
+            r = next((x for x in results if x["system"] == system
                       and _caption_group(x) == g), None)
             if r is None:
                 row += [None] * len(TABLE3_COLUMNS)
@@ -64,9 +64,9 @@ def table3(results, title="Table 3: video captioning on MSVD (Youtube2Text)"):
             if r.get("partial_eval"):
                 ref += " (first clips only)"
             refs.append(ref + (" §" if r.get("synthetic_features") else ""))
-        paper = PAPER_TABLE3.get(method)
+        paper = PAPER_TABLE3.get(system)
         row += (list(paper["ROUGE-L"]) + list(paper["CIDEr"])) if paper else [None] * 4
-        row.append(" ".join(refs) or not_run(method))
+        row.append(" ".join(refs) or not_run(system))
         rows.append(row)
     rows = [[f"{c:.4f}" if isinstance(c, float) else c for c in row] for row in rows]
     text = [f"# {title}", ""]
@@ -93,10 +93,10 @@ def table3(results, title="Table 3: video captioning on MSVD (Youtube2Text)"):
 # Extra args per table on top of the flagfiles (experiments/configs/table3_*.flags).
 # Table 3's rows (VED and variational attention: the ICLR and later versions), and
 # Gaussian variational attention, which is not a row of it.
-TABLE3_METHODS = ("soft", "structured", "variational", "ved", "gaussian", "acvi")
-TABLE3_RUNS = [(a, f"table3_{a}.flags", ["--noprogress"]) for a in TABLE3_METHODS]
+TABLE3_SYSTEMS = ("soft", "structured", "variational", "ved", "gaussian", "acvi")
+TABLE3_RUNS = [(a, f"table3_{a}.flags", ["--noprogress"]) for a in TABLE3_SYSTEMS]
 TABLE3_CPU_RUNS = [(a, f"table3_{a}.flags", ["--profile=cpu", "--noprogress"])
-                   for a in TABLE3_METHODS]
+                   for a in TABLE3_SYSTEMS]
 # Minutes on 2 cores: real captions, SYNTHETIC features, a small model, greedy val
 # decoding during training and beam 5 at the end (at least 4 words: an under-trained
 # model's beam otherwise prefers the empty caption). A test of the path, not a result.

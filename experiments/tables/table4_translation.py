@@ -1,10 +1,10 @@
 """Table 4: machine translation (BLEU), and its CPU-scale stand-in on Multi30k."""
 
-from experiments.tables.render import (METHODS, Footnotes, markdown_table, not_run,
+from experiments.tables.render import (SYSTEM_NAMES, Footnotes, markdown_table, not_run,
                                        profile_label)
 from experiments.tables.spec import Table
 
-# Table 4 of the paper (BLEU, beam search): (dev, test) per direction and method.
+# Table 4 of the paper (BLEU, beam search): (dev, test) per direction and system.
 # Soft attention, structured attention and ACVI as the journal version (papers/001_*)
 # prints them (soft and ACVI are the same in the ICLR version; its structured row is
 # 23.81/25.00, 21.19/23.08, 14.04/15.08, 17.02/17.68); variational attention, VED and
@@ -24,7 +24,7 @@ PAPER_TABLE4 = {
                    "acvi": (18.07, 17.78), "transformer": (17.66, 17.91)},
 }
 # Table 4's rows, in the paper's order (the ICLR version's: its Transformer row last).
-TABLE4_METHODS = ("soft", "structured", "variational", "ved", "acvi", "transformer")
+TABLE4_SYSTEMS = ("soft", "structured", "variational", "ved", "acvi", "transformer")
 LANG_NAMES = {"en": "En", "vi": "Vi", "ro": "Ro", "de": "De"}
 DATASET_OF = {("en", "vi"): "iwslt15_en_vi", ("vi", "en"): "iwslt15_en_vi",
               ("en", "ro"): "wmt16_en_ro", ("ro", "en"): "wmt16_en_ro"}
@@ -58,8 +58,18 @@ def direction_label(src, tgt):
     return f"{LANG_NAMES.get(src, src)}→{LANG_NAMES.get(tgt, tgt)}"
 
 
+def _runs_and_signatures(notes, results):
+    """The footer of both translation tables: the runs' commands, sacrebleu signatures."""
+    lines = ["", "Runs (the command that produced each number):", "",
+             notes.render() or "(none yet)"]
+    sigs = sorted({r.get("signature", "") for r in results if r.get("signature")})
+    if sigs:
+        lines += ["", "sacrebleu signatures: " + "; ".join(f"`{s}`" for s in sigs)]
+    return lines
+
+
 def table4(results):
-    """The paper's Table 4 layout: rows = direction x method."""
+    """The paper's Table 4 layout: rows = direction x system."""
     results = [r for r in results if (r["src"], r["tgt"]) in PAPER_TABLE4
                and r["dataset"] == DATASET_OF[(r["src"], r["tgt"])]]
     profiles = sorted({r["profile"] for r in results}) or ["paper"]
@@ -69,10 +79,10 @@ def table4(results):
     headers += ["paper (Table 4): dev", "paper (Table 4): test", "our run"]
     rows, notes = [], Footnotes()
     for (src, tgt), paper in PAPER_TABLE4.items():
-        for method in TABLE4_METHODS:
+        for system in TABLE4_SYSTEMS:
             mine = [r for r in results if (r["src"], r["tgt"]) == (src, tgt)
-                    and r["system"] == method]
-            row = [direction_label(src, tgt), METHODS[method]]
+                    and r["system"] == system]
+            row = [direction_label(src, tgt), SYSTEM_NAMES[system]]
             refs = []
             for p in profiles:
                 r = next((x for x in mine if x["profile"] == p), None)
@@ -81,7 +91,7 @@ def table4(results):
                     continue
                 row += [r["bleu"].get("dev"), r["bleu"].get("test")]
                 refs.append(notes.add(r))
-            row += [paper[method][0], paper[method][1], " ".join(refs) or not_run(method)]
+            row += [paper[system][0], paper[system][1], " ".join(refs) or not_run(system)]
             rows.append(row)
     align = "ll" + "rr" * len(profiles) + "rrl"
     text = [
@@ -99,15 +109,8 @@ def table4(results):
         "and 17.02/17.68). "
         "† = see the note (e.g. trained on a partial copy of the training data: not "
         "comparable with the paper).",
-        "",
-        "Runs (the command that produced each number):",
-        "",
-        notes.render() or "(none yet)",
     ]
-    sigs = sorted({r.get("signature", "") for r in results if r.get("signature")})
-    if sigs:
-        text += ["", "sacrebleu signatures: " + "; ".join(f"`{s}`" for s in sigs)]
-    return "\n".join(text)
+    return "\n".join(text + _runs_and_signatures(notes, results))
 
 
 def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
@@ -122,27 +125,27 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
     headers += ["paper (Table 4, IWSLT'15/WMT'16, full scale): Δ test vs baseline, "
                 "En→Vi / Vi→En / En→Ro / Ro→En", "our run"]
     rows, notes = [], Footnotes()
-    for method in ("copy-source",) + TABLE4_METHODS:
-        row = [METHODS[method]]
+    for system in ("copy-source",) + TABLE4_SYSTEMS:
+        row = [SYSTEM_NAMES[system]]
         refs = []
         for p in profiles:
-            r = next((x for x in results if x["system"] == method
-                      and (x["profile"] == p or method == "copy-source")), None)
+            r = next((x for x in results if x["system"] == system
+                      and (x["profile"] == p or system == "copy-source")), None)
             base = next((x for x in results if x["system"] == "soft" and x["profile"] == p), None)
             if r is None:
                 row += [None, None, None]
                 continue
             delta = None
-            if base is not None and method != "copy-source":
+            if base is not None and system != "copy-source":
                 delta = f"{r['bleu']['test'] - base['bleu']['test']:+.2f}"
             row += [r["bleu"].get("dev"), r["bleu"].get("test"), delta]
             refs.append(notes.add(r))
-        if method == "copy-source":
+        if system == "copy-source":
             paper = "–"
         else:
-            paper = " / ".join(f"{PAPER_TABLE4[d][method][1] - PAPER_TABLE4[d]['soft'][1]:+.2f}"
+            paper = " / ".join(f"{PAPER_TABLE4[d][system][1] - PAPER_TABLE4[d]['soft'][1]:+.2f}"
                                for d in PAPER_TABLE4)
-        row += [paper, " ".join(dict.fromkeys(refs)) or not_run(method)]
+        row += [paper, " ".join(dict.fromkeys(refs)) or not_run(system)]
         rows.append(row)
     align = "l" + "rrr" * len(profiles) + "ll"
     text = [
@@ -156,15 +159,8 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
         "test-BLEU difference to the baseline in its Table 4 (other datasets, full scale), "
         "for the direction of the effect only; it is not our result (structured "
         "attention: the journal version's numbers).",
-        "",
-        "Runs (the command that produced each number):",
-        "",
-        notes.render() or "(none yet)",
     ]
-    sigs = sorted({r.get("signature", "") for r in results if r.get("signature")})
-    if sigs:
-        text += ["", "sacrebleu signatures: " + "; ".join(f"`{s}`" for s in sigs)]
-    return "\n".join(text)
+    return "\n".join(text + _runs_and_signatures(notes, results))
 
 
 TABLES = {

@@ -1,6 +1,6 @@
 """Table 5: DUC2004 decoded with the CNN/DailyMail-trained models of Table 1."""
 
-from experiments.tables.render import METHODS, Footnotes, markdown_table, not_run, profile_label
+from experiments.tables.render import SYSTEM_NAMES, Footnotes, markdown_table, not_run, profile_label
 from experiments.tables.spec import Table
 from experiments.tables.table1_summarization import SUMMARY_SCORES
 
@@ -20,7 +20,7 @@ def table5(results, title="Table 5: DUC2004 with CNN/DailyMail-trained models"):
     rows, notes = [], Footnotes()
     systems = list(PAPER_TABLE5) + sorted({r["system"] for r in results} - set(PAPER_TABLE5))
     for system in systems:
-        name, paper = PAPER_TABLE5.get(system, (METHODS.get(system, system), (None,) * 3))
+        name, paper = PAPER_TABLE5.get(system, (SYSTEM_NAMES.get(system, system), (None,) * 3))
         row, refs = [name], []
         for p in profiles:
             r = next((x for x in results if x["system"] == system and x["profile"] == p), None)

@@ -1,10 +1,12 @@
-"""Flags and helpers shared by every task CLI (translation, summarization, captioning).
+"""The flags every task CLI has (translation, summarization, captioning), and flags -> configs.
 
 A task CLI calls :func:`define_flags` with its profiles (``{name: {flag: value}}``),
 then, in ``main``, :func:`apply_profile` (profile values become the defaults of
 the flags not given explicitly -- on the command line or in a ``--flagfile`` --
 so any explicit flag wins), and builds its configs with
-:func:`model_config_from_flags` / :func:`train_config_from_flags`.
+:func:`model_config_from_flags` / :func:`train_config_from_flags` /
+:func:`config_from_flags` (any config dataclass whose fields are flag names). The
+configs go to a task (:mod:`acvi_tf.tasks`), which never sees a flag.
 
 Every flag error names the flag: absl reports bad enum/number values itself
 (``flag --score=foo: value should be one of ...``); the checks here raise
@@ -14,21 +16,22 @@ Every flag error names the flag: absl reports bad enum/number values itself
 import ast
 import dataclasses
 import inspect
-import json
 import os
-import shlex
 import sys
-import time
 
 from absl import app, flags
 
-from acvi_tf.models import build_model  # noqa: F401
-from acvi_tf.runs import (ConfigError, Stopwatch, add_diversity, check_model_config,  # noqa: F401
-                          command_line, finish_results, latest_checkpoint, load_json,
-                          load_model, restore_model, save_json, update_results, warm_start_fn,
-                          write_text)
-from acvi_tf.tasks.base import (best_hypothesis_decoder, decode_in_batches,  # noqa: F401
-                                resumable_train_data)
+from acvi_tf import attention as attention_lib
+from acvi_tf import latent as latent_lib
+from acvi_tf.data.sources import DataError
+from acvi_tf.models import model_names
+from acvi_tf.models.decoder import CELLS
+from acvi_tf.models.seq2seq import ModelConfig
+from acvi_tf.runs import (ConfigError, command_line, load_run_config, save_run_config,
+                          update_results)
+from acvi_tf.tasks.base import DecodeConfig, RunInfo
+from acvi_tf.training.trainer import TrainConfig
+from acvi_tf.training.trainer import make_strategy as _make_strategy
 
 FLAGS = flags.FLAGS
 
@@ -66,20 +69,17 @@ class FlagError(app.UsageError):
 
 def model_choices():
     """The ``--model`` choices: the model registry."""
-    from acvi_tf.models import model_names
     return list(model_names())
 
 
 def latent_choices():
     """The ``--latent`` choices: the latent registry."""
-    from acvi_tf import latent
-    return list(latent.available())
+    return list(latent_lib.available())
 
 
 def attention_choices():
     """The ``--attention`` choices: the registry, never a hand-written list."""
-    from acvi_tf import attention
-    return list(attention.available())
+    return list(attention_lib.available())
 
 
 def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
@@ -154,7 +154,6 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                          flag_values=fv)
     flags.DEFINE_integer("decoder_layers", d.decoder_layers, "Stacked decoder LSTM layers.",
                          lower_bound=1, flag_values=fv)
-    from acvi_tf.models.decoder import CELLS
     flags.DEFINE_enum("decoder_cell", d.decoder_cell, CELLS, "Decoder recurrent cell: lstm, "
                       "or gru (Cho et al.'s, as VRNMT's Eqs. 22-25).", flag_values=fv)
     flags.DEFINE_integer("attention_units", d.attention_units, "Additive score size.",
@@ -230,12 +229,10 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
 
 
 def _model_defaults():
-    from acvi_tf.models.seq2seq import ModelConfig
     return ModelConfig()
 
 
 def _train_defaults():
-    from acvi_tf.training.trainer import TrainConfig
     return TrainConfig(model_dir="")
 
 
@@ -310,7 +307,6 @@ def parse_options(values, flag, allowed=None, owner=""):
 
 
 def _latent_class(latent):
-    from acvi_tf import latent as latent_lib
     if latent not in latent_lib.available():
         raise FlagError("latent", f"{latent!r}: choose one of {', '.join(latent_lib.available())}")
     return latent_lib.LATENTS.get(latent)
@@ -329,13 +325,11 @@ def _constructor_options(cls):
 
 def variant_options(attention):
     """The named constructor parameters of an attention variant (its options)."""
-    from acvi_tf import attention as attention_lib
     return _constructor_options(attention_lib.get_attention(attention))
 
 
 def model_config_from_flags(flag_values=FLAGS, **task_fields):
     """A :class:`ModelConfig` from the model flags plus task fields (vocab sizes...)."""
-    from acvi_tf.models.seq2seq import ModelConfig
     fv = flag_values
     options = parse_attention_options(fv.attention_option, fv.attention)
     if fv.dropout >= 1.0:
@@ -352,25 +346,7 @@ def model_config_from_flags(flag_values=FLAGS, **task_fields):
         latent_options=parse_latent_options(fv.latent_option, fv.latent), **task_fields)
 
 
-def system_name(flag_values=FLAGS):
-    """The row name of a run: the attention variant, the latent, or the architecture."""
-    fv = flag_values
-    if fv.model != "seq2seq":
-        return fv.model
-    if fv.latent:  # VED's row is its latent over soft attention
-        return fv.latent if fv.attention == "soft" else f"{fv.latent}+{fv.attention}"
-    return fv.attention
-
-
-def system_names():
-    """Every row name :func:`system_name` can give for a single component."""
-    from acvi_tf import attention, latent
-    return (set(attention.available()) | set(latent.available())
-            | set(model_choices()) - {"seq2seq"})
-
-
 def train_config_from_flags(model_dir, flag_values=FLAGS):
-    from acvi_tf.training.trainer import TrainConfig
     fv = flag_values
     if fv.optimizer != "sgd" and fv.lr_decay != "none":
         raise FlagError("lr_decay", f"{fv.lr_decay!r} is the SGD step decay; use it with "
@@ -386,8 +362,23 @@ def train_config_from_flags(model_dir, flag_values=FLAGS):
 
 
 def make_strategy(flag_values=FLAGS):
-    from acvi_tf.training.trainer import make_strategy as make
-    return make(flag_values.strategy, flag_values.num_devices or None)
+    return _make_strategy(flag_values.strategy, flag_values.num_devices or None)
+
+
+def config_from_flags(cls, flag_values=FLAGS, **overrides):
+    """A config dataclass whose fields are flag names, from the flags (and ``overrides``)."""
+    values = {f.name: flag_values[f.name].value for f in dataclasses.fields(cls)
+              if f.name in flag_values and f.name not in overrides}
+    return cls(**values, **overrides)
+
+
+def decode_config_from_flags(flag_values=FLAGS):
+    return config_from_flags(DecodeConfig, flag_values)
+
+
+def run_info(module, flag_values=FLAGS):
+    """What results.json records of this run: profile, command line, argv."""
+    return RunInfo(profile=flag_values.profile, command=command_line(module), argv=sys.argv)
 
 
 def check_run_flags(flag_values=FLAGS):
@@ -417,22 +408,10 @@ def check_run_flags(flag_values=FLAGS):
                         f"--optimizer=sgd (got --optimizer={fv.optimizer})")
 
 
-def log(message):
-    """Progress and diagnostics go to stderr (stdout carries scores and decodes)."""
-    print(message, file=sys.stderr, flush=True)
-
-
 def require_model_dir(flag_values=FLAGS):
     if not flag_values.model_dir:
         raise FlagError("model_dir", "is required (where the checkpoints and results go)")
     return os.path.abspath(flag_values.model_dir)
-
-
-def decode_options(flag_values=FLAGS, final=True):
-    fv = flag_values
-    return {"beam_width": fv.beam_width if final else fv.eval_beam_width,
-            "max_length": fv.decode_max_length, "min_length": fv.min_length,
-            "length_normalization": fv.length_normalization, "alpha": fv.alpha}
 
 
 # ---------------------------------------------------------------------------
@@ -461,29 +440,20 @@ def restore_saved_flags(saved, names, flag_values=FLAGS):
         fv.set_default(name, saved[name])
 
 
-def save_run_config(model_dir, module, names, extra=None, flag_values=FLAGS):
+def save_flags(model_dir, module, names, extra=None, flag_values=FLAGS):
     """Writes ``run_config.json`` and ``flags.txt`` (a flagfile that reproduces the run,
     after the profile was applied) into ``model_dir``."""
     fv = flag_values
     resolved = flag_dict(names, fv)
     resolved.update(extra or {})
-    save_json(os.path.join(model_dir, "run_config.json"),
-              {"flags": resolved, "profile": fv.profile, "command": command_line(module)})
-    with open(os.path.join(model_dir, "flags.txt"), "w", encoding="utf-8") as f:
-        f.write(f"--profile={fv.profile}\n")
-        for name in names:
-            for line in fv[name].serialize().split("\n"):
-                if line:
-                    f.write(line + "\n")
+    lines = [line for name in names for line in fv[name].serialize().split("\n") if line]
+    save_run_config(model_dir, resolved, fv.profile, command_line(module), lines)
 
 
 def restore_run_config(model_dir, flag_values=FLAGS):
     """Adopts the saved profile of ``model_dir``; returns the saved run config or None."""
-    path = os.path.join(model_dir, "run_config.json")
-    if not os.path.exists(path):
-        return None
-    saved = load_json(path)
-    if not explicit("profile", flag_values) and saved.get("profile"):
+    saved = load_run_config(model_dir)
+    if saved and not explicit("profile", flag_values) and saved.get("profile"):
         flag_values.set_default("profile", saved["profile"])
     return saved
 
@@ -511,3 +481,49 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
         raise FlagError("model_dir", f"{model_dir} holds no trained model (run_config.json "
                         f"is missing); train first")
     return saved
+
+
+def run_guarded(body, errors=()):
+    """Runs a CLI's mode, turning the package's exceptions into the CLI's: a bad
+    setting (:class:`ConfigError`) into a :class:`FlagError` naming the flag, missing
+    data or files into ``error: ...`` exits. ``errors`` adds (exception types, prefix)."""
+    try:
+        return body()
+    except ConfigError as e:
+        raise FlagError(e.field, e.detail) from None
+    except DataError as e:
+        raise SystemExit(f"error: data missing or malformed: {e}") from None
+    except FileNotFoundError as e:
+        raise SystemExit(f"error: {e}") from None
+    except Exception as e:  # noqa: BLE001  (only the types the CLI named)
+        for types, prefix in errors:
+            if isinstance(e, types):
+                raise SystemExit(f"error: {prefix}{e}") from None
+        raise
+
+
+def check_partial_data(complete, lines, what, how_to_get, flag_values=FLAGS, extra=""):
+    """Stops training on missing or partial data unless --allow_partial_data."""
+    fv = flag_values
+    if not complete and not fv.allow_partial_data:
+        print("\n".join(lines), file=sys.stderr, flush=True)
+        raise SystemExit(
+            f"error: the {what} files above are missing or partial copies, and "
+            f"--profile={fv.profile} needs the full data (the results would not be "
+            f"comparable). Get them: {how_to_get}.{extra}")
+
+
+def train(task, model_dir, save, flag_values=FLAGS):
+    """Trains ``task`` with the model, training and strategy flags; ``save()`` writes the
+    run's settings once the model config is checked. --mode=train stops there (its
+    training info goes to results.json) and gives None; otherwise ``(model, evaluator,
+    info, model config)`` for the evaluation."""
+    fv = flag_values
+    config = task.model_config(model_config_from_flags(fv))
+    model, evaluator, info = task.train(model_dir, config,
+                                        train_config_from_flags(model_dir, fv),
+                                        make_strategy(fv), before_training=save)
+    if fv.mode == "train":
+        update_results(model_dir, **info)
+        return None
+    return model, evaluator, info, config
