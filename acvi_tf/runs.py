@@ -34,6 +34,10 @@ class ConfigError(ValueError):
         self.detail = message
 
 
+class RunError(RuntimeError):
+    """A run cannot go on (e.g. no usable data was read); the message says why."""
+
+
 def log(message):
     """Progress and diagnostics go to stderr (stdout carries scores and decodes)."""
     print(message, file=sys.stderr, flush=True)

@@ -27,8 +27,8 @@ from acvi_tf.data.sources import DataError
 from acvi_tf.models import model_names
 from acvi_tf.models.decoder import CELLS
 from acvi_tf.models.seq2seq import ModelConfig
-from acvi_tf.runs import (ConfigError, command_line, load_run_config, save_run_config,
-                          update_results)
+from acvi_tf.runs import (ConfigError, RunError, command_line, load_run_config,
+                          save_run_config, update_results)
 from acvi_tf.tasks.base import DecodeConfig, RunInfo
 from acvi_tf.training.trainer import TrainConfig
 from acvi_tf.training.trainer import make_strategy as _make_strategy
@@ -493,7 +493,7 @@ def run_guarded(body, errors=()):
         raise FlagError(e.field, e.detail) from None
     except DataError as e:
         raise SystemExit(f"error: data missing or malformed: {e}") from None
-    except FileNotFoundError as e:
+    except (FileNotFoundError, RunError) as e:
         raise SystemExit(f"error: {e}") from None
     except Exception as e:  # noqa: BLE001  (only the types the CLI named)
         for types, prefix in errors:

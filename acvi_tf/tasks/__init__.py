@@ -4,3 +4,4 @@ name in :data:`TASKS` (``translate``, ``summarize``, ``caption``). See
 
 from acvi_tf.tasks.base import (TASKS, DecodeConfig, Evaluator, RunInfo, get_task,  # noqa: F401
                                 register_task, system_name, system_names)
+from acvi_tf.tasks import captioning, summarization, translation  # noqa: F401,E402  (registers)

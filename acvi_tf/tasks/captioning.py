@@ -467,7 +467,7 @@ def extract_features(features, videos, cnn_weights, allow_random_cnn=False, prog
         log(f"{videos}: {len(missing)} of {len(missing) + len(paths)} clips have no video "
             f"file (e.g. {', '.join(missing[:5])}); they get no features")
     if not paths:
-        raise SystemExit(f"error: no MSVD video found in {videos}\n"
+        raise runs.RunError(f"no MSVD video found in {videos}\n"
                          + how_to_make_features(features))
     model = vf.GoogLeNetFeatures(cnn_weights)
     store = vf.FeatureStore.create(features, weights=model.weights_source)

@@ -404,7 +404,7 @@ class SummarizationTask(Task):
         vocab = self.vocab or self.load_vocab(model_dir)
         pairs, report = read_pairs("train", c.max_train_pairs, log=self.log)
         if not pairs:
-            raise SystemExit("error: no usable training pair was read (see the report above)")
+            raise runs.RunError("no usable training pair was read (see the report above)")
         store = cnndm.EncodedPairs(vocab, c.max_enc_steps, c.max_dec_steps)
         for p in pairs:
             store.add(p.article, p.abstract_sents)
