@@ -41,20 +41,21 @@ heat-map over the frames), ``decode_{val,test}.tsv`` and ``results.json``.
 """
 
 import logging
-import os
 import sys
 
 from absl import app, flags
 
-from experiments import common
-from experiments.common import FlagError
+from acvi_tf.data import msvd
+from acvi_tf.runs import command_line, load_model
+from acvi_tf.tasks import captioning as task_lib
+from acvi_tf.tasks.base import read_lines, write_output
+from acvi_tf.tasks.captioning import (DEFAULT_FEATURES, DEFAULT_VIDEOS, CaptioningConfig,
+                                      CaptioningTask, FeaturesMissing)
+from experiments import flags as xflags
 
 FLAGS = flags.FLAGS
 MODULE = "experiments.caption"
-MODES = common.MODES + ("extract_features",)
-SPLITS = ("val", "test")  # evaluated splits, in print order
-DEFAULT_FEATURES = os.path.join("data", "msvd", "googlenet_pool5")
-DEFAULT_VIDEOS = os.path.join("data", "msvd", "YouTubeClips")
+MODES = xflags.MODES + ("extract_features",)
 
 PROFILES = {
     # Section 4.2 / Appendix B. Not in the paper (our choices): head_units (the
@@ -93,20 +94,13 @@ DATA_FLAGS = ("split_scheme", "caption_source", "min_count", "max_vocab_size", "
 FEATURE_FLAGS = ("features", "synthetic_features")
 RUN_FLAGS = ("max_eval_clips", "allow_partial_data")
 
-SYNTHETIC_BANNER = (
-    "!" * 78 + "\n"
-    "!!  SYNTHETIC FEATURES: random vectors, not computed from any video.\n"
-    "!!  The scores below test the pipeline only and say NOTHING about the paper.\n"
-    + "!" * 78)
-
-
 def define_flags(fv=FLAGS):
-    """The shared flags (experiments.common) and the captioning flags, in ``fv``.
+    """The shared flags (experiments.flags) and the captioning flags, in ``fv``.
 
     Called when the module runs as a program (not at import), so that importing it
     next to another task CLI (tables, tests) does not define the shared flags twice.
     """
-    common.define_flags(PROFILES, default_profile="cpu", modes=MODES, flag_values=fv)
+    xflags.define_flags(PROFILES, default_profile="cpu", modes=MODES, flag_values=fv)
     kw = {"flag_values": fv}
     flags.DEFINE_string("features", None, "Feature store of the clips (--mode="
                         "extract_features writes one); required unless --synthetic_features.",
@@ -149,463 +143,79 @@ def define_flags(fv=FLAGS):
 # Features
 # ---------------------------------------------------------------------------
 
-def how_to_make_features(features=DEFAULT_FEATURES):
-    """What to produce and how (the message of every missing-features stop)."""
-    from acvi_tf.data import msvd
-    return (
-        "Real features are the GoogLeNet pool5/7x7_s1 vectors of 24 frames per clip "
-        "(Section 4.2). To make them:\n"
-        f"  1. videos: unpack YouTubeClips.tar ({msvd.MSVD.homepage}) into {DEFAULT_VIDEOS}/\n"
-        "  2. weights: bvlc_googlenet.caffemodel + deploy.prototxt (BVLC Caffe model zoo), "
-        "converted with pycaffe:\n"
-        "       net = caffe.Net('deploy.prototxt', 'bvlc_googlenet.caffemodel', caffe.TEST)\n"
-        "       np.savez('bvlc_googlenet.npz', **{f'{n}/{i}': p.data for n, ps in "
-        "net.params.items() for i, p in enumerate(ps)})\n"
-        "     (or a caffe-tensorflow .npy)\n"
-        "  3. a video decoder: pip install opencv-python-headless\n"
-        f"  4. python -m {MODULE} --mode=extract_features --videos={DEFAULT_VIDEOS} "
-        f"--cnn_weights=bvlc_googlenet.npz --features={features}\n"
-        "Or run the pipeline on labelled synthetic features: --synthetic_features "
-        "(make table3-smoke); those numbers are not results.")
+
+def make_task(fv=FLAGS):
+    """The :class:`CaptioningTask` of the parsed flags."""
+    return CaptioningTask(xflags.config_from_flags(CaptioningConfig, fv),
+                          xflags.decode_config_from_flags(fv), xflags.run_info(MODULE, fv))
 
 
-class FeaturesMissing(Exception):
-    """No usable feature store; the message says what to produce and how."""
-
-
-def open_features(features, synthetic, log=None):
-    """The feature source of a run: a FeatureStore, or SyntheticFeatures (loudly)."""
-    from acvi_tf.data import video_features as vf
-    if synthetic and features:
-        raise FlagError("synthetic_features", f"give either --features={features} or "
-                        f"--synthetic_features, not both")
-    if synthetic:
-        if log:
-            log(SYNTHETIC_BANNER)
-        return vf.SyntheticFeatures(warn=False)
-    if not features:
-        raise FeaturesMissing("no --features store given (and no --synthetic_features).\n"
-                              + how_to_make_features())
-    if not os.path.exists(os.path.join(features, vf.INDEX_FILE)):
-        raise FeaturesMissing(f"--features={features}: no feature store there (missing "
-                              f"{vf.INDEX_FILE}). MSVD videos and CNN features are not on "
-                              f"this machine.\n" + how_to_make_features(features))
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", vf.SyntheticFeaturesWarning)
-        store = vf.FeatureStore.open(features)
-    if not store.pretrained and log:
-        log(f"WARNING: {features} holds {'synthetic' if store.synthetic else 'random-CNN'} "
-            f"features; the scores are NOT results.")
-    return store
-
-
-def check_coverage(store, clips, where):
-    """Raises FeaturesMissing naming the clips of ``where`` without features."""
-    missing = [c for c in clips if c not in store]
-    if missing:
-        root = getattr(store, "root", "the feature store")
-        raise FeaturesMissing(f"{root}: {len(missing)} of the {len(clips)} {where} clips have "
-                              f"no features (e.g. {', '.join(missing[:5])}); rerun "
-                              f"--mode=extract_features (it resumes) or check the videos.\n"
-                              + how_to_make_features(root))
-
-
-def features_status(features, synthetic, scheme="paper"):
-    """``(ok, lines)``: does the feature source cover every clip of the split scheme?"""
-    from acvi_tf.data import msvd
-    if synthetic:
-        return True, ["  features: SYNTHETIC (random; the numbers are not results)"]
-    try:
-        store = open_features(features, False)
-        for split, clips in msvd.split_clips(scheme).items():
-            check_coverage(store, clips, f"{scheme} {split}")
-    except FeaturesMissing as e:
-        return False, [f"  MISSING  features: {str(e).splitlines()[0]}"]
-    kind = "pretrained" if store.pretrained else "NOT pretrained (random CNN)"
-    return True, [f"  ok       features: {features} ({len(store)} clips, {kind}, "
-                  f"{store.metadata.get('feature')})"]
-
-
-# ---------------------------------------------------------------------------
-# Data
-# ---------------------------------------------------------------------------
-
-class CaptionData:
-    """Splits, vocabulary and features of a run.
-
-    ``splits``: {"train" | "val" | "test": msvd.CaptionSplit}, val/test cut to
-    ``max_eval_clips``; ``features``: the store; ``arrays(split)``: its clips'
-    features [num_clips, num_frames, dim], cached.
-    """
-
-    def __init__(self, splits, vocab, features, partial, report):
-        self.splits, self.vocab, self.features = splits, vocab, features
-        self.partial, self.report = partial, report
-        self.num_frames = int(features.metadata["num_frames"])
-        self.dim = int(features.metadata["dim"])
-        self._arrays = {}
-
-    def arrays(self, split):
-        if split not in self._arrays:
-            self._arrays[split] = self.features.get_batch(self.splits[split].clips)
-        return self._arrays[split]
-
-    def encode_pairs(self, split):
-        """(clip row + 1 as a 1-token "source", caption ids) for :class:`Batches`."""
-        s = self.splits[split]
-        row = {c: i for i, c in enumerate(s.clips)}
-        pairs = s.pairs()
-        return ([[row[c] + 1] for c, _ in pairs], [self.vocab.encode(t) for _, t in pairs])
-
-    def batches(self, split, batch_size, fv, shuffle=True):
-        """Bucketed, resumable batches of (clip, caption) pairs (``translation.Batches``):
-        the source "sequence" is the clip's row, swapped for its features by
-        :meth:`with_features`."""
-        from acvi_tf.data.translation import Batches
-        src, tgt = self.encode_pairs(split)
-        return Batches(src, tgt, batch_size, seed=fv.seed, shuffle=shuffle, bucketing=shuffle,
-                       num_buckets=fv.num_buckets, max_src_len=None,
-                       max_tgt_len=fv.max_length if shuffle else None,
-                       overlong=fv.overlong, prefetch=shuffle)
-
-    def with_features(self, split):
-        """batch with ``src`` = clip rows -> ``src`` [B, N, F] features, ``src_len`` [B]."""
-        import numpy as np
-        feats = self.arrays(split)
-
-        def transform(batch):
-            rows = np.asarray(batch["src"])[:, 0] - 1
-            return {"src": feats[rows], "src_len": np.full(len(rows), self.num_frames, np.int32),
-                    "tgt_in": batch["tgt_in"], "tgt_out": batch["tgt_out"]}
-        return transform
-
-    def feature_batch(self, split, rows):
-        import numpy as np
-        return {"src": self.arrays(split)[rows],
-                "src_len": np.full(len(rows), self.num_frames, np.int32)}
-
-
-def load_data(model_dir, fv=FLAGS, log=print, store=None, check_features=True):
-    """Captions, splits and the vocabulary (from ``model_dir`` if saved there).
-
-    ``check_features``: every clip of every split must have features (training and
-    evaluation); decoding checks only the clips it is asked for.
-    """
-    from acvi_tf.data import msvd, sources
-    from acvi_tf.data.vocab import Vocab
-    store = store or open_features(fv.features, fv.synthetic_features, log)
-    partial, lines = False, []
-    if fv.caption_source == "s2vt":
-        for fname in msvd.SPLIT_FILES.values():
-            message, is_partial = sources.completeness(msvd.NAME, fname)
-            partial |= bool(is_partial)
-            lines.append(message)
-    splits = msvd.load_splits(fv.split_scheme, fv.caption_source)
-    for split in ("val", "test"):
-        if fv.max_eval_clips:
-            s = splits[split]
-            clips = s.clips[:fv.max_eval_clips]
-            splits[split] = msvd.CaptionSplit(s.name, clips, {c: s.captions[c] for c in clips})
-    for split, s in splits.items():
-        if check_features:
-            check_coverage(store, s.clips, f"{fv.split_scheme} {split}")
-    path = os.path.join(model_dir, "vocab.txt")
-    if os.path.exists(path):
-        vocab = Vocab.load(path)
-    else:
-        vocab = msvd.build_vocab(splits["train"], min_count=fv.min_count,
-                                 max_size=fv.max_vocab_size)
-        os.makedirs(model_dir, exist_ok=True)
-        vocab.save(path)
-    lines.append(f"msvd {fv.split_scheme} split: " + ", ".join(
-        f"{k} {len(s.clips):,} clips / {s.num_captions:,} captions" for k, s in splits.items())
-        + f"; vocabulary {len(vocab):,}")
-    return CaptionData(splits, vocab, store, partial, "\n".join(lines))
+def load_data(model_dir, fv=FLAGS, log=print, check_features=True):
+    """Captions, splits, vocabulary and features of the run (see ``task_lib.load_data``)."""
+    return task_lib.load_data(model_dir, xflags.config_from_flags(CaptioningConfig, fv), log,
+                              check_features=check_features)
 
 
 def model_config(data, fv=FLAGS):
-    from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-    return common.model_config_from_flags(
-        fv, src_vocab_size=None, feature_dim=data.dim, tgt_vocab_size=len(data.vocab),
-        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID)
+    return task_lib.model_config(xflags.model_config_from_flags(fv), data)
 
 
-# ---------------------------------------------------------------------------
-# Decoding and evaluation
-# ---------------------------------------------------------------------------
-
-class Captioner:
-    """One caption per clip (greedy or beam search), batched, in clip order."""
-
-    def __init__(self, model, data, beam_width=1, max_length=30, min_length=0,
-                 length_normalization="none", alpha=0.6, batch_size=64):
-        import tensorflow as tf
-        self.data, self.batch_size = data, batch_size
-        self._decode = common.best_hypothesis_decoder(
-            model, {"src": tf.TensorSpec([None, None, data.dim], tf.float32),
-                    "src_len": tf.TensorSpec([None], tf.int32)},
-            beam_width=beam_width, max_length=max_length, min_length=min_length,
-            length_normalization=length_normalization, alpha=alpha)
-
-    def caption(self, split, rows, attention_for=()):
-        """Captions (token strings) of the clips at ``rows`` of ``split``."""
-        lengths = [self.data.num_frames] * len(rows)
-        hyp_ids, attention = common.decode_in_batches(
-            self._decode, lengths, lambda idx: self.data.feature_batch(split, [rows[i] for i in idx]),
-            self.batch_size, attention_for)
-        return [" ".join(self.data.vocab.decode(ids)) for ids in hyp_ids], attention
-
-
-class Evaluator:
-    """Val/test decoding, the coco-caption scores and the Trainer's ``eval_fn``."""
-
-    def __init__(self, data, fv=FLAGS, log=None):
-        self.data, self.fv = data, fv
-        self.log = log or _log
-        self._captioners = {}
-        self._loss = None
-        self.final_val = None  # (step, hyps, scores) of the end-of-training val decode
-        self.final_diagnostics = None  # the scalars of that evaluation
-
-    def captioner(self, model, final):
-        opts = common.decode_options(self.fv, final=final)
-        key = (id(model), tuple(sorted(opts.items())))
-        if key not in self._captioners:
-            self._captioners[key] = Captioner(model, self.data,
-                                              batch_size=self.fv.decode_batch_size, **opts)
-        return self._captioners[key]
-
-    def score(self, model, split, final=True, subset=0, metrics=("BLEU", "METEOR", "ROUGE-L",
-                                                                  "CIDEr-D"),
-              attention_for=()):
-        """``({clip: caption}, scores, attention)``; scores raw (0-1), over the clips
-        decoded (the whole split unless ``subset``)."""
-        from acvi_tf.metrics.caption import score_captions
-        s = self.data.splits[split]
-        clips = s.clips[:subset] if subset else s.clips
-        hyps, attention = self.captioner(model, final).caption(split, list(range(len(clips))),
-                                                               attention_for)
-        hyps = dict(zip(clips, hyps))
-        refs = {c: [" ".join(t) for t in s.captions[c]] for c in clips}
-        return hyps, score_captions(hyps, refs, metrics=metrics, scale=1.0), attention
-
-    def val_diagnostics(self, model):
-        """Per-token val NLL and the run diagnostics (acvi_tf.training.diagnostics: KL per
-        token, attention entropy, ||h||, sigma, context use) over every val caption."""
-        import tensorflow as tf
-        from acvi_tf.training.diagnostics import DevDiagnostics
-        if self._loss is None:
-            batches = self.data.batches("val", self.fv.decode_batch_size, self.fv, shuffle=False)
-            self._loss = (batches, self.data.with_features("val"), DevDiagnostics())
-        batches, transform, diagnostics = self._loss
-        return diagnostics(model, ({k: tf.convert_to_tensor(v) for k, v in
-                                    transform(batch).items()} for batch in batches.dataset()))
-
-    def eval_fn(self, model, step):
-        from acvi_tf.training import summaries
-        final = step >= self.fv.train_steps
-        subset = 0 if final else self.fv.eval_subset
-        watch = common.Stopwatch()
-        # METEOR's jar costs ~15 s to start: the final evaluation only.
-        hyps, scores, attention = self.score(model, "val", final=final, subset=subset,
-                                             metrics=("BLEU", "ROUGE-L", "CIDEr-D"),
-                                             attention_for=(0,))
-        if final:
-            self.final_val = (step, hyps, scores)
-        diag = self.val_diagnostics(model)
-        scalars = {f"val_{k.replace('-', '_')}": v for k, v in scores.items()}
-        scalars.update(val_nll=diag.pop("dev_nll"), val_ppl=diag.pop("dev_ppl"), **diag,
-                       val_decode_seconds=watch.seconds())
-        if final:
-            self.final_diagnostics = scalars
-        s = self.data.splits["val"]
-        texts = {f"sample_{i}": f"**clip:** {c}\n\n**refs:** {' / '.join(' '.join(t) for t in s.captions[c][:3])}"
-                 f"\n\n**hyp:** {hyps[c]}" for i, c in enumerate(list(hyps)[:2])}
-        if not self.data.features.pretrained:
-            texts["WARNING"] = "features are SYNTHETIC or from a random CNN: not results"
-        images = {}
-        if 0 in attention and attention[0].size:
-            images["attention_sample_0"] = summaries.attention_image(attention[0])
-        return {"scalars": scalars, "texts": texts, "images": images}
-
-
-# ---------------------------------------------------------------------------
-# Modes
-# ---------------------------------------------------------------------------
-
-def _save_run_config(model_dir, fv=FLAGS):
-    names = (DATA_FLAGS + FEATURE_FLAGS + common.MODEL_FLAGS + common.TRAIN_FLAGS
-             + common.DECODE_FLAGS + RUN_FLAGS)
-    common.save_run_config(model_dir, MODULE, names, None, fv)
-
-
-def _build_batch(model_dir):
-    """A one-example batch of the trained model's feature size (to build it for restore)."""
-    import numpy as np
-    dim = common.load_json(os.path.join(model_dir, "model_config.json"))["feature_dim"]
-    return {"src": np.zeros([1, 2, dim], np.float32), "src_len": np.asarray([2], np.int32),
-            "tgt_in": np.asarray([[2, 4]], np.int32), "tgt_out": np.asarray([[4, 3]], np.int32)}
-
-
-def run_train(model_dir, data, fv=FLAGS):
-    """Trains (resuming from model_dir if possible); returns (model, evaluator, info)."""
-    from acvi_tf.training.trainer import Trainer
-    watch = common.Stopwatch()
-    batches = data.batches("train", fv.batch_size, fv)
-    epochs = fv.train_steps / batches.num_batches()
-    _log(f"train: {batches.num_examples:,} (clip, caption) pairs ({batches.num_filtered:,} "
-         f"longer than {fv.max_length} tokens {'dropped' if fv.overlong == 'filter' else 'cut'}), "
-         f"{batches.num_batches():,} batches per epoch ({epochs:.2f} epochs)")
-    config = model_config(data, fv)
-    common.check_model_config(model_dir, config)
-    _save_run_config(model_dir, fv)
-    evaluator = Evaluator(data, fv)
-    trainer = Trainer(lambda: common.build_model(config),
-                      common.train_config_from_flags(model_dir, fv),
-                      common.resumable_train_data(batches.iterator, data.with_features("train")),
-                      eval_fn=evaluator.eval_fn, strategy=common.make_strategy(fv), log=_log,
-                      warm_start=common.warm_start_fn(
-                          fv.init_from, model_dir,
-                          _build_batch(fv.init_from) if fv.init_from else None, _log))
-    metrics = trainer.train()
-    info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": watch.seconds(),
-            "train_metrics": {k: float(v) for k, v in metrics.items()},
-            "train_pairs": batches.num_examples, "epochs": epochs,
-            "train_data_partial": data.partial, "train_command": common.command_line(MODULE),
-            "diagnostics": evaluator.final_diagnostics}
-    return trainer.model, evaluator, info
-
-
-def run_eval(model, evaluator, model_dir, step, fv=FLAGS):
-    """Beam-decodes val and test, scores them, writes ``decode_{split}.tsv``."""
-    from acvi_tf.metrics.caption import format_scores
-    watch = common.Stopwatch()
-    out = {}
-    for split in SPLITS:
-        if split == "val" and evaluator.final_val and evaluator.final_val[0] == step:
-            # Reuse the end-of-training decode; only METEOR is still missing.
-            hyps, scores = evaluator.final_val[1], dict(evaluator.final_val[2])
-            from acvi_tf.metrics.caption import ALL_METRICS, score_captions
-            s = evaluator.data.splits[split]
-            scores.update(score_captions(hyps, {c: [" ".join(t) for t in s.captions[c]]
-                                                for c in hyps}, metrics=("METEOR",), scale=1.0))
-            scores = {k: scores[k] for k in ALL_METRICS if k in scores}
-        else:
-            hyps, scores, _ = evaluator.score(model, split, final=True)
-        path = os.path.join(model_dir, f"decode_{split}.tsv")
-        common.write_text(path, "\n".join(f"{c}\t{h}" for c, h in hyps.items()))
-        out[split] = {"scores": scores, "clips": len(hyps), "decode_file": path}
-        warning = "" if evaluator.data.features.pretrained else (
-            "  [SYNTHETIC features: not results]" if evaluator.data.features.synthetic
-            else "  [random-CNN features: not results]")
-        print(f"{split} ({len(hyps)} clips, raw 0-1) {format_scores(scores, digits=4)}{warning}",
-              flush=True)
-    return out, watch.seconds()
-
-
-def _finish(model_dir, data, split_results, eval_seconds, step, fv=FLAGS, extra=None):
-    provenance = data.features.provenance()
-    result = {
-        "task": "caption", "dataset": "msvd", "system": common.system_name(fv), "attention": fv.attention,
-        "profile": fv.profile, "steps": step, "split_scheme": fv.split_scheme,
-        "scores": {s: r["scores"] for s, r in split_results.items()}, "score_scale": "raw (0-1)",
-        "splits": split_results, "features": provenance,
-        "synthetic_features": bool(provenance["synthetic"]),
-        "pretrained_features": bool(provenance["pretrained"]),
-        "command": common.command_line(MODULE), "argv": sys.argv,
-        "eval_wall_time_sec": eval_seconds, "decode": common.decode_options(fv, final=True),
-        "partial_eval": bool(fv.max_eval_clips), "data_report": data.report}
-    if provenance["synthetic"]:
-        result["WARNING"] = ("SYNTHETIC features: these scores test the pipeline and say "
-                             "nothing about the paper")
-    result.update(extra or {})
-    out = common.finish_results(model_dir, result, _log)
-    if provenance["synthetic"]:
-        _log(SYNTHETIC_BANNER)
-    return out
-
-
-def run_decode(model, data, fv=FLAGS):
-    """Clip ids (``--input`` or stdin) -> ``clip<TAB>caption`` (``--output`` or stdout)."""
-    from acvi_tf.data import msvd
-    if fv.input:
-        with open(fv.input, encoding="utf-8") as f:
-            clips = [line.strip() for line in f if line.strip()]
-    else:
-        clips = [line.strip() for line in sys.stdin if line.strip()]
-    for c in clips:
-        try:
-            msvd.vid_number(c)
-        except ValueError as e:
-            raise FlagError("input", str(e)) from None
-    check_coverage(data.features, clips, "requested")
-    data.splits["decode"] = msvd.CaptionSplit("decode", clips, {c: [] for c in clips})
-    opts = common.decode_options(fv, final=True)
-    hyps, _ = Captioner(model, data, batch_size=fv.decode_batch_size, **opts).caption(
-        "decode", list(range(len(clips))))
-    text = "".join(f"{c}\t{h}\n" for c, h in zip(clips, hyps))
-    if fv.output:
-        with open(fv.output, "w", encoding="utf-8") as f:
-            f.write(text)
-        _log(f"wrote {len(hyps)} captions to {fv.output}")
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-
-def run_extract(fv=FLAGS):
-    """Videos -> GoogLeNet pool5 features of 24 frames per clip -> the feature store."""
-    from acvi_tf.data import msvd
-    from acvi_tf.data import video_features as vf
-    if not fv.features:
-        raise FlagError("features", "is required: the feature store to write")
-    if not fv.cnn_weights and not fv.allow_random_cnn:
-        raise FlagError("cnn_weights", "is required: the BVLC GoogLeNet weights.\n"
-                        + how_to_make_features(fv.features))
-    if fv.cnn_weights and not os.path.exists(fv.cnn_weights):
-        raise FlagError("cnn_weights", f"file not found: {fv.cnn_weights}")
-    paths, missing = msvd.video_paths(fv.videos)
-    if missing:
-        _log(f"{fv.videos}: {len(missing)} of {len(missing) + len(paths)} clips have no video "
-             f"file (e.g. {', '.join(missing[:5])}); they get no features")
-    if not paths:
-        raise SystemExit(f"error: no MSVD video found in {fv.videos}\n"
-                         + how_to_make_features(fv.features))
-    model = vf.GoogLeNetFeatures(fv.cnn_weights)
-    store = vf.FeatureStore.create(fv.features, weights=model.weights_source)
-    todo = [c for c in paths if c not in store]
-    _log(f"extracting {len(todo)} clips ({len(paths) - len(todo)} already in {fv.features})")
-    done = vf.extract_features(vf.iter_video_files({c: paths[c] for c in todo}), model, store,
-                               progress=lambda c: _log(f"  {c}") if fv.progress else None)
-    _log(f"{fv.features}: {done} clips extracted, {len(store)} in the store")
-    return 0
+def save_flags(model_dir, fv=FLAGS):
+    names = (DATA_FLAGS + FEATURE_FLAGS + xflags.MODEL_FLAGS + xflags.TRAIN_FLAGS
+             + xflags.DECODE_FLAGS + RUN_FLAGS)
+    xflags.save_flags(model_dir, MODULE, names, None, fv)
 
 
 def dry_run(model_dir, fv=FLAGS):
     """Prints the command, the caption and feature status; exit 3 if features are missing."""
-    from acvi_tf.data import msvd
-    command = common.command_line(MODULE, [a for a in sys.argv[1:] if a != "--dry_run"])
+    command = command_line(MODULE, [a for a in sys.argv[1:] if a != "--dry_run"])
     print(f"command: {command}")
     print(f"profile: {fv.profile}; --attention={fv.attention}; model_dir: {model_dir}")
     for line in msvd.counts_report(fv.caption_source, scheme=fv.split_scheme):
         print(f"  {line}")
-    ok, lines = features_status(fv.features, fv.synthetic_features, fv.split_scheme)
+    ok, lines = task_lib.features_status(fv.features, fv.synthetic_features, fv.split_scheme)
     print("\n".join(lines))
     if ok:
         return 0
-    print(how_to_make_features(fv.features or DEFAULT_FEATURES))
+    print(task_lib.how_to_make_features(fv.features or DEFAULT_FEATURES))
     return 3
 
 
 def check_flags(fv=FLAGS):
-    common.check_run_flags(fv)
+    xflags.check_run_flags(fv)
     if fv.head != "softmax":
-        raise FlagError("head", f"{fv.head!r}: captioning has no source words to copy; use "
-                        f"softmax")
+        raise xflags.FlagError("head", f"{fv.head!r}: captioning has no source words to copy; "
+                               f"use softmax")
 
 
-_log = common.log
+def run(model_dir, task, fv=FLAGS):
+    """The mode of ``--mode``; returns the exit code."""
+    data = task.load_data(model_dir, check_features=fv.mode != "decode")
+    task.log(data.report)
+    if fv.mode in ("train", "train_eval"):
+        if data.partial and not fv.allow_partial_data:
+            raise SystemExit(
+                f"error: the msvd caption files are partial copies and --profile="
+                f"{fv.profile} needs them whole. Get them: {task_lib.data_how_to_get()}. Or "
+                f"pass --allow_partial_data.")
+        trained = xflags.train(task, model_dir, lambda: save_flags(model_dir, fv), fv)
+        if trained is None:
+            return 0
+        model, evaluator, info, config = trained
+        step = info["steps"]
+    else:
+        model, step = load_model(model_dir, task_lib.build_batch(model_dir))
+        config = task.model_config(xflags.model_config_from_flags(fv))
+        if fv.mode == "decode":
+            clips = [c.strip() for c in read_lines(fv.input, sys.stdin) if c.strip()]
+            hyps = task.caption_clips(model, clips)
+            write_output(fv.output, [f"{c}\t{h}" for c, h in zip(clips, hyps)], task.log,
+                         "captions")
+            return 0
+        evaluator, info = task.evaluator(), None
+    results, seconds = evaluator.evaluate(model, step, model_dir)
+    task.finish(model_dir, task.results(results, seconds, step, config, extra=info))
+    return 0
 
 
 def main(argv):
@@ -613,117 +223,21 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = FLAGS
+    errors = [(FeaturesMissing, "")]
     if fv.mode == "extract_features":
-        return run_extract(fv)
-    model_dir = common.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
-    saved = common.resolve_run_flags(model_dir, fv.mode, PROFILES,
-                                     DATA_FLAGS + common.MODEL_FLAGS, fv)
+        return xflags.run_guarded(lambda: task_lib.extract_features(
+            fv.features, fv.videos, fv.cnn_weights, fv.allow_random_cnn, fv.progress), errors)
+    model_dir = xflags.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
+    saved = xflags.resolve_run_flags(model_dir, fv.mode, PROFILES,
+                                     DATA_FLAGS + xflags.MODEL_FLAGS, fv)
     if saved:
         for name in FEATURE_FLAGS:
-            if name in saved["flags"] and not common.explicit(name, fv):
+            if name in saved["flags"] and not xflags.explicit(name, fv):
                 fv.set_default(name, saved["flags"][name])
     check_flags(fv)
     if fv.dry_run:
         return dry_run(model_dir, fv)
-
-    from acvi_tf.data.sources import DataError
-    try:
-        data = load_data(model_dir, fv, log=_log, check_features=fv.mode != "decode")
-        _log(data.report)
-        if fv.mode in ("train", "train_eval"):
-            if data.partial and not fv.allow_partial_data:
-                raise SystemExit(
-                    f"error: the msvd caption files are partial copies and --profile="
-                    f"{fv.profile} needs them whole. Get them: {data_how_to_get()}. Or pass "
-                    f"--allow_partial_data.")
-            model, evaluator, info = run_train(model_dir, data, fv)
-            if fv.mode == "train":
-                common.update_results(model_dir, **info)
-                return 0
-            results, seconds = run_eval(model, evaluator, model_dir, info["steps"], fv)
-            _finish(model_dir, data, results, seconds, info["steps"], fv, extra=info)
-            return 0
-        model, step = common.load_model(model_dir, _build_batch(model_dir))
-        if fv.mode == "decode":
-            run_decode(model, data, fv)
-            return 0
-        results, seconds = run_eval(model, Evaluator(data, fv), model_dir, step, fv)
-        _finish(model_dir, data, results, seconds, step, fv)
-        return 0
-    except FeaturesMissing as e:
-        raise SystemExit(f"error: {e}") from None
-    except DataError as e:
-        raise SystemExit(f"error: data missing or malformed: {e}") from None
-    except FileNotFoundError as e:
-        raise SystemExit(f"error: {e}") from None
-
-
-def data_how_to_get():
-    from acvi_tf.data import sources
-    s = sources.get("msvd")
-    return f"{s.how_to_get} (local mirror: $ACVI_DATA_MIRROR/msvd/)"
-
-
-# ---------------------------------------------------------------------------
-# Table 3 runs (``python -m experiments.tables run table3 ...`` lands here)
-# ---------------------------------------------------------------------------
-
-def plan_table(table, runs_root):
-    """[(name, argv, model_dir, settings)] of a captioning table of ``tables.TABLES``."""
-    from experiments import tables
-    return tables.plan_module_runs(table, runs_root, MODULE)
-
-
-def _done(model_dir):
-    path = os.path.join(model_dir, "results.json")
-    return os.path.exists(path) and "scores" in common.load_json(path)
-
-
-def run_table(table, runs_root, out, dry_run=False, stream=None):
-    """Checks the features of every run, trains/evaluates the missing runs, renders.
-
-    Returns 2 (running nothing) when a run needs real features that are not
-    there, after printing what to produce and how.
-    """
-    from experiments import tables
-    from experiments.tables import _shell
-    stream = stream or sys.stdout
-    runs = plan_table(table, runs_root)
-    print(f"{table}: {len(runs)} runs under {runs_root}", file=stream)
-    for _, argv, model_dir, _ in runs:
-        print(f"  [{'done' if _done(model_dir) else 'to run'}] {_shell(argv)}", file=stream)
-    problems = {}
-    for _, _, model_dir, s in runs:
-        if _done(model_dir):
-            continue
-        synthetic = s.get("synthetic_features", "false").lower() in ("true", "1", "")
-        features = s.get("features") or None
-        key = (features, synthetic, s.get("split_scheme", "paper"))
-        if key not in problems:
-            ok, lines = features_status(*key)
-            problems[key] = None if ok else lines
-    bad = {k: v for k, v in problems.items() if v}
-    if bad:
-        print("", file=stream)
-        for (features, _, _), lines in bad.items():
-            print(f"STOP: no video features for {table} (MSVD videos and CNN features are "
-                  f"not on this machine):", file=stream)
-            print("\n".join(lines), file=stream)
-            print(how_to_make_features(features or DEFAULT_FEATURES), file=stream)
-        print("\nNothing was run. With the features in place, rerun; the commands above are "
-              "what it will run. `make table3-smoke` runs the same path on labelled "
-              "synthetic features.", file=stream)
-        return 2
-    if dry_run:
-        return 0
-    code = tables.execute_runs(runs, stream)
-    if code:
-        return code
-    text = tables.RENDER[table](tables.find_results([runs_root], task="caption",
-                                                    key="scores"))
-    common.write_text(out, text)
-    print(f"\n{text}\n\nwritten to {out}", file=stream)
-    return 0
+    return xflags.run_guarded(lambda: run(model_dir, make_task(fv), fv), errors)
 
 
 if __name__ == "__main__":

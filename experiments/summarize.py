@@ -45,19 +45,21 @@ sample summaries, an attention heat-map), ``decode_test.txt`` /
 
 import logging
 import os
-import shlex
 import sys
 
 from absl import app, flags
 
-from experiments import common
-from experiments.common import FlagError
+from acvi_tf.metrics.meteor import MeteorError
+from acvi_tf.metrics.rouge import RougeError
+from acvi_tf.runs import command_line, finish_results, load_model
+from acvi_tf.tasks import summarization as task_lib
+from acvi_tf.tasks.base import read_lines, write_output
+from acvi_tf.tasks.summarization import PHASES, SummarizationConfig, SummarizationTask
+from experiments import flags as xflags
 
 FLAGS = flags.FLAGS
 MODULE = "experiments.summarize"
-MODES = common.MODES + ("lead3", "duc2004")
-PHASES = ("table5", "none")
-SPLITS = ("train", "val", "test")
+MODES = xflags.MODES + ("lead3", "duc2004")
 
 PROFILES = {
     # Section 4.1, Appendix A (Table 5) and See et al. (2017): 128-d embeddings, one
@@ -104,9 +106,10 @@ SCHEDULE_FLAGS = ("phases", "coverage_steps", "max_train_pairs")
 RUN_FLAGS = ("max_eval_pairs", "meteor", "eval_before_coverage", "allow_partial_data")
 
 
+
 def define_flags(fv=FLAGS):
-    """Defines the shared flags (experiments.common) and the summarization flags."""
-    common.define_flags(PROFILES, default_profile="cpu", modes=MODES, flag_values=fv)
+    """Defines the shared flags (experiments.flags) and the summarization flags."""
+    xflags.define_flags(PROFILES, default_profile="cpu", modes=MODES, flag_values=fv)
     kw = {"flag_values": fv}
     flags.DEFINE_integer("vocab_size", 50_000, "Vocabulary size, the 4 special tokens "
                          "included (See et al.'s 50K: the most frequent words of "
@@ -134,502 +137,67 @@ def define_flags(fv=FLAGS):
                         "(default: stdout).", **kw)
 
 
+def make_task(fv=FLAGS):
+    """The :class:`SummarizationTask` of the parsed flags."""
+    return SummarizationTask(xflags.config_from_flags(SummarizationConfig, fv),
+                             xflags.decode_config_from_flags(fv), xflags.run_info(MODULE, fv))
+
+
 def check_flags(fv=FLAGS):
     """Cross-flag checks; errors name the flag."""
-    common.check_run_flags(fv)
-    if fv.mode in ("train", "train_eval"):
-        if fv.coverage_steps >= fv.train_steps:
-            raise FlagError("coverage_steps", f"{fv.coverage_steps} leaves no step of the "
-                            f"{fv.train_steps} (--train_steps) before coverage")
-    if fv.coverage_steps and not fv.coverage:
-        raise FlagError("coverage_steps", f"{fv.coverage_steps} coverage steps need a model "
-                        f"built with --coverage (or set --coverage_steps=0)")
+    xflags.check_run_flags(fv)
+    config = xflags.config_from_flags(SummarizationConfig, fv)
+    train_steps = fv.train_steps if fv.mode in ("train", "train_eval") else None
+    xflags.run_guarded(lambda: config.check(train_steps, fv.coverage))
 
 
 def schedule(fv=FLAGS):
     """The :class:`PhaseSchedule` of the run (Table 5 laid over --train_steps)."""
-    from acvi_tf.training.schedules import PhaseSchedule
-    return PhaseSchedule.fit(fv.train_steps, fv.coverage_steps if fv.coverage else 0,
-                             fv.max_enc_steps, fv.max_dec_steps, phases=fv.phases == "table5")
-
-
-# ---------------------------------------------------------------------------
-# Data
-# ---------------------------------------------------------------------------
-
-def data_status(splits=SPLITS):
-    """``(complete, lines)``: the vocab and each split against the official sizes."""
-    from acvi_tf.data import cnndm, sources
-    vocab = sources.locate("cnn_dailymail", cnndm.VOCAB_PATH, required=False)
-    lines = [f"  vocab: {'ok' if vocab else 'MISSING'}"]
-    complete = vocab is not None
-    for split in splits:
-        n, total, _, _ = cnndm.split_counts(split)
-        complete &= n >= total
-        lines.append("  " + cnndm.counts_report((split,))[0])
-    return complete, lines
-
-
-def how_to_get(name="cnn_dailymail"):
-    from acvi_tf.data import cnndm, sources  # noqa: F401  (registers the sources)
-    s = sources.get(name)
-    return f"{s.how_to_get} (homepage: {s.homepage}; local mirror: $ACVI_DATA_MIRROR/{name}/)"
-
-
-def load_vocab(model_dir, fv=FLAGS):
-    """The run's vocabulary: ``model_dir/vocab.txt``, written from See et al.'s vocab
-    file (its first --vocab_size entries) on the first run."""
-    from acvi_tf.data import cnndm
-    from acvi_tf.data.vocab import Vocab
-    path = os.path.join(model_dir, "vocab.txt")
-    if os.path.exists(path):
-        return Vocab.load(path)
-    vocab = cnndm.load_vocab(fv.vocab_size)
-    os.makedirs(model_dir, exist_ok=True)
-    vocab.save(path)
-    return vocab
-
-
-def read_pairs(split, limit=None, log=None):
-    """(pairs, report) of the local chunks of ``split``: counts against the official size."""
-    from acvi_tf.data import cnndm
-    stats = cnndm.ReadStats()
-    pairs = list(cnndm.iter_pairs(split, limit=limit, stats=stats))
-    report = f"{cnndm.counts_report((split,))[0]}; {stats.report()}"
-    if log:
-        log(f"cnn_dailymail {report}")
-    return pairs, report
-
-
-class TrainStream:
-    """Training batches whose truncation follows the phase schedule, resumably.
-
-    Each batch is one optimiser step, so the stream counts steps itself and cuts
-    the examples to ``schedule.phase(step)``'s lengths. Epochs are fresh
-    permutations drawn from (seed, epoch); the position is (epoch, index, step).
-    """
-
-    def __init__(self, store, batch_size, phase_schedule, seed=0, pointer=True):
-        self.store = store
-        self.batch_size = min(batch_size, len(store))
-        self.schedule = phase_schedule
-        self.seed = seed
-        self.pointer = pointer
-        self.epoch = self.index = self.step = 0
-
-    def state_dict(self):
-        return {"epoch": self.epoch, "index": self.index, "step": self.step}
-
-    def load_state_dict(self, state):
-        self.epoch, self.index, self.step = state["epoch"], state["index"], state["step"]
-
-    def __iter__(self):
-        import numpy as np
-        from acvi_tf.data import cnndm
-        while True:
-            order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.store))
-            while self.index + self.batch_size <= len(order):
-                idx = order[self.index:self.index + self.batch_size]
-                phase = self.schedule.phase(self.step)
-                examples = [self.store.example(i, phase["max_enc_steps"], phase["max_dec_steps"])
-                            for i in idx]
-                batch = cnndm.make_batch(examples, self.store.vocab)
-                self.index += self.batch_size
-                self.step += 1
-                yield model_inputs(batch, self.store.vocab, self.pointer, with_targets=True)
-            self.epoch += 1
-            self.index = 0
-
-
-def model_inputs(batch, vocab, pointer, with_targets=False):
-    """The tensors the model reads from a :func:`cnndm.make_batch` dict.
-
-    The softmax head (Table 1's plain seq2seq rows) has no extended vocabulary:
-    its targets see ``[UNK]`` for every OOV.
-    """
-    import numpy as np
-    out = {"src": batch["src"]}
-    if pointer:
-        out["src_ext"] = batch["src_ext"]
-        out["max_oovs"] = np.int32(batch["max_oovs"])
-    if with_targets:
-        out["tgt_in"] = batch["tgt_in"]
-        tgt = batch["tgt_out"]
-        out["tgt_out"] = tgt if pointer else np.where(tgt >= len(vocab), vocab.unk_id,
-                                                      tgt).astype(np.int32)
-    return out
-
-
-# ---------------------------------------------------------------------------
-# Decoding and scoring
-# ---------------------------------------------------------------------------
-
-class Summarizer:
-    """Batched beam search over articles; summaries as word lists (OOVs from the article).
-
-    One traced decoder per (search settings, coverage mode): the decoder reads
-    the coverage switch when it is traced.
-    """
-
-    def __init__(self, model, vocab, pointer, batch_size=16):
-        self.model = model
-        self.vocab = vocab
-        self.pointer = pointer
-        self.batch_size = batch_size
-        self._decoders = {}
-
-    def _decoder(self, opts, coverage):
-        import tensorflow as tf
-        key = (tuple(sorted(opts.items())), coverage)
-        if key not in self._decoders:
-            self.model.set_mode(coverage=coverage)
-            spec = {"src": tf.TensorSpec([None, None], tf.int32)}
-            if self.pointer:
-                spec.update(src_ext=tf.TensorSpec([None, None], tf.int32),
-                            max_oovs=tf.TensorSpec([], tf.int32))
-            self._decoders[key] = common.best_hypothesis_decoder(self.model, spec, **opts)
-        return self._decoders[key]
-
-    def summarize(self, examples, opts, coverage=False, attention_for=()):
-        """Decodes :class:`cnndm.Example` s; returns (word lists, attention dict)."""
-        from acvi_tf.data import cnndm
-        decode = self._decoder(opts, coverage)
-
-        def make_batch(idx):
-            batch = cnndm.make_batch([examples[i] for i in idx], self.vocab)
-            return model_inputs(batch, self.vocab, self.pointer)
-
-        lengths = [len(e.enc_input) for e in examples]
-        hyp_ids, attention = common.decode_in_batches(decode, lengths, make_batch,
-                                                      self.batch_size, attention_for)
-        words = [cnndm.strip_decoded(cnndm.outputids2words(ids, self.vocab,
-                                                           e.article_oovs if self.pointer else []))
-                 for ids, e in zip(hyp_ids, examples)]
-        return words, attention
-
-
-def summary_sentences(words):
-    """A decoded word list -> sentences, one per ROUGE line (See et al. split at '.')."""
-    from acvi_tf.metrics.novelty import split_sentences
-    return split_sentences(words)
-
-
-def percent_rouge(result, measure="f"):
-    """ROUGE result -> {"rouge_1": %, ..., "ci": {...}} for results.json."""
-    keys = ("rouge_1", "rouge_2", "rouge_l")
-    out = {k: 100 * result[k][measure] for k in keys}
-    out["ci"] = {k: [100 * v for v in result[k][f"{measure}_ci"]] for k in keys}
-    out["measure"] = {"f": "F1", "r": "recall", "p": "precision"}[measure]
-    out["options"] = result["options"]
-    out["count"] = result["count"]
-    return out
-
-
-def score_summaries(hyp_sents, ref_sents, fv=FLAGS, log=None):
-    """ROUGE-1/2/L F1 (See et al.'s options) and METEOR exact / full, in percent."""
-    from acvi_tf.metrics import meteor, rouge
-    log = log or _log
-    watch = common.Stopwatch()
-    scores = {"rouge": percent_rouge(rouge.rouge_cnndm(hyp_sents, ref_sents))}
-    log(f"ROUGE-1/2/L F1: {scores['rouge']['rouge_1']:.2f} / {scores['rouge']['rouge_2']:.2f} "
-        f"/ {scores['rouge']['rouge_l']:.2f} ({len(hyp_sents)} summaries, "
-        f"{watch.seconds():.0f} s)")
-    if fv.meteor:
-        missing = meteor.missing_requirements()
-        if missing:
-            log(f"METEOR skipped: {missing}")
-            scores["meteor"] = {"skipped": missing}
-        else:
-            hyps = [" ".join(s) for s in hyp_sents]
-            refs = [" ".join(s) for s in ref_sents]
-            scores["meteor"] = {}
-            for mode in (meteor.EXACT, meteor.FULL):
-                m = meteor.meteor(hyps, refs, mode=mode)
-                scores["meteor"][mode] = 100 * m["score"]
-                scores["meteor"][f"{mode}_modules"] = m["modules"]
-                scores["meteor"][f"{mode}_command"] = m["command"]
-            log(f"METEOR exact / full: {scores['meteor']['exact']:.2f} / "
-                f"{scores['meteor']['full']:.2f} (modules: "
-                f"{' '.join(scores['meteor']['full_modules'])})")
-    return scores
-
-
-class Evaluator:
-    """Validation during training (greedy, val subset) and the final test evaluation."""
-
-    def __init__(self, vocab, phase_schedule, fv=FLAGS, log=None):
-        self.vocab = vocab
-        self.schedule = phase_schedule
-        self.fv = fv
-        self.log = log or _log
-        self.pointer = fv.head == "pointer"
-        self._pairs = {}
-        self._summarizers = {}
-        self.final_diagnostics = None  # the run diagnostics of the end-of-training evaluation
-
-    def examples(self, split, limit):
-        """(pairs, examples at the final lengths, data report) of the first ``limit``."""
-        from acvi_tf.data import cnndm
-        if (split, limit) not in self._pairs:
-            pairs, report = read_pairs(split, limit, log=self.log)
-            examples = [cnndm.make_example(p.article, p.abstract_sents, self.vocab,
-                                           self.fv.max_enc_steps, self.fv.max_dec_steps)
-                        for p in pairs]
-            self._pairs[(split, limit)] = (pairs, examples, report)
-        return self._pairs[(split, limit)]
-
-    def summarizer(self, model):
-        if id(model) not in self._summarizers:
-            self._summarizers[id(model)] = Summarizer(model, self.vocab, self.pointer,
-                                                      self.fv.decode_batch_size)
-        return self._summarizers[id(model)]
-
-    def dev_diagnostics(self, model, examples, coverage):
-        """The run diagnostics (acvi_tf.training.diagnostics: dev NLL, KL per token,
-        attention entropy, ||h||, sigma, context use) on these val examples, teacher
-        forced in the coverage mode of the evaluated model."""
-        from acvi_tf.data import cnndm
-        from acvi_tf.training.diagnostics import DevDiagnostics
-        if not hasattr(self, "_diagnostics"):
-            self._diagnostics = DevDiagnostics()
-        size = self.fv.decode_batch_size
-        batches = (model_inputs(cnndm.make_batch(examples[i:i + size], self.vocab), self.vocab,
-                                self.pointer, with_targets=True)
-                   for i in range(0, len(examples), size))
-        model.set_mode(coverage=coverage)
-        return self._diagnostics(model, batches, mode_key=coverage)
-
-    def coverage_at(self, step):
-        """Whether the model of ``step`` trained steps decodes with coverage."""
-        return bool(self.fv.coverage) and self.schedule.phase(max(step - 1, 0))["coverage"]
-
-    def eval_fn(self, model, step):
-        from acvi_tf.metrics import rouge
-        from acvi_tf.training import summaries
-        pairs, examples, _ = self.examples("val", self.fv.eval_subset or None)
-        watch = common.Stopwatch()
-        words, attention = self.summarizer(model).summarize(
-            examples, common.decode_options(self.fv, final=False), self.coverage_at(step),
-            attention_for=(0,))
-        hyps = [summary_sentences(w) or ["."] for w in words]
-        r = rouge.rouge_cnndm(hyps, [p.abstract_sents for p in pairs])
-        scalars = {f"val_{k}": 100 * r[k]["f"] for k in ("rouge_1", "rouge_2", "rouge_l")}
-        scalars["val_decode_seconds"] = watch.seconds()
-        scalars.update(self.dev_diagnostics(model, examples, self.coverage_at(step)))
-        if step >= self.fv.train_steps:
-            self.final_diagnostics = scalars
-        texts = {f"sample_{i}": f"**article:** {' '.join(pairs[i].article.split()[:80])} ...\n\n"
-                 f"**reference:** {' '.join(pairs[i].abstract_sents)}\n\n"
-                 f"**summary:** {' '.join(words[i])}" for i in range(min(2, len(pairs)))}
-        images = {}
-        if 0 in attention and attention[0].size:
-            images["attention_sample_0"] = summaries.attention_image(attention[0])
-        return {"scalars": scalars, "texts": texts, "images": images}
-
-    def evaluate(self, model, step, model_dir, suffix=""):
-        """Decodes the test articles; writes decode/reference files; returns the scores."""
-        from acvi_tf.metrics import novelty
-        pairs, examples, report = self.examples("test", self.fv.max_eval_pairs)
-        watch = common.Stopwatch()
-        coverage = self.coverage_at(step)
-        words, _ = self.summarizer(model).summarize(
-            examples, common.decode_options(self.fv, final=True), coverage)
-        decode_seconds = watch.seconds()
-        self.log(f"decoded {len(words)} test articles at step {step} (coverage "
-                 f"{'on' if coverage else 'off'}) in {decode_seconds:.0f} s")
-        # An empty summary scores 0; "." keeps ROUGE's input files non-empty.
-        hyp_sents = [summary_sentences(w) or ["."] for w in words]
-        path = os.path.join(model_dir, f"decode_test{suffix}.txt")
-        common.write_text(path, "\n".join(" ".join(w) for w in words))
-        common.write_text(os.path.join(model_dir, "reference_test.txt"),
-                          "\n".join(" ".join(p.abstract_sents) for p in pairs))
-        scores = score_summaries(hyp_sents, [p.abstract_sents for p in pairs], self.fv,
-                                 self.log)
-        scores["novelty"] = novelty.novelty_stats(
-            words, [p.article for p in pairs], [e.article_oovs for e in examples])
-        self.log(f"novel words {scores['novelty']['novel_word_percent']:.2f}%, OOV adoption "
-                 f"{scores['novelty']['oov_adoption_percent']:.2f}%")
-        scores.update(steps=step, coverage=coverage, decode_file=path,
-                      test_articles=len(pairs), test_data_report=report,
-                      decode_seconds=decode_seconds, eval_wall_time_sec=watch.seconds())
-        return scores
-
-
-# ---------------------------------------------------------------------------
-# Modes
-# ---------------------------------------------------------------------------
-
-def _save_run_config(model_dir, fv=FLAGS):
-    names = (DATA_FLAGS + SCHEDULE_FLAGS + common.MODEL_FLAGS + common.TRAIN_FLAGS
-             + common.DECODE_FLAGS + RUN_FLAGS)
-    common.save_run_config(model_dir, MODULE, names, None, fv)
+    return xflags.config_from_flags(SummarizationConfig, fv).schedule(fv.train_steps,
+                                                                      fv.coverage)
 
 
 def model_config(vocab, fv=FLAGS):
-    return common.model_config_from_flags(
-        fv, src_vocab_size=len(vocab), tgt_vocab_size=len(vocab), pad_id=vocab.pad_id,
-        unk_id=vocab.unk_id, bos_id=vocab.bos_id, eos_id=vocab.eos_id)
+    return task_lib.model_config(xflags.model_config_from_flags(fv), vocab)
 
 
-def _dummy_batch(pointer):
-    import numpy as np
-    batch = {"src": np.full([1, 3], 4, np.int32), "tgt_in": np.asarray([[2, 4]], np.int32),
-             "tgt_out": np.asarray([[4, 3]], np.int32)}
-    if pointer:
-        batch.update(src_ext=np.asarray([[4, 4, 4]], np.int32), max_oovs=np.int32(0))
-    return batch
+def save_flags(model_dir, fv=FLAGS):
+    names = (DATA_FLAGS + SCHEDULE_FLAGS + xflags.MODEL_FLAGS + xflags.TRAIN_FLAGS
+             + xflags.DECODE_FLAGS + RUN_FLAGS)
+    xflags.save_flags(model_dir, MODULE, names, None, fv)
 
 
-def run_train(model_dir, fv=FLAGS):
-    """Trains (resuming if possible); evaluates on test before coverage when asked.
-
-    Returns (model, evaluator, info).
-    """
-    from acvi_tf.data import cnndm
-    from acvi_tf.training.schedules import ModeSchedule
-    from acvi_tf.training.trainer import Trainer
-    watch = common.Stopwatch()
-    os.makedirs(model_dir, exist_ok=True)
-    vocab = load_vocab(model_dir, fv)
-    pairs, report = read_pairs("train", fv.max_train_pairs, log=_log)
-    if not pairs:
-        raise SystemExit("error: no usable training pair was read (see the report above)")
-    store = cnndm.EncodedPairs(vocab, fv.max_enc_steps, fv.max_dec_steps)
-    for p in pairs:
-        store.add(p.article, p.abstract_sents)
-    del pairs
-    phases = schedule(fv)
-    _log(f"train: {len(store):,} pairs, vocabulary {len(vocab):,}; {fv.train_steps:,} steps of "
-         f"{fv.batch_size} = {fv.train_steps * fv.batch_size / len(store):.2f} epochs; phases "
-         f"(end step, enc, dec): {list(phases.phases)}, then {phases.coverage_steps} with "
-         f"coverage")
-    config = model_config(vocab, fv)
-    common.check_model_config(model_dir, config)
-    _save_run_config(model_dir, fv)
-    pointer = fv.head == "pointer"
-    stream_args = (store, fv.batch_size, phases, fv.seed, pointer)
-    evaluator = Evaluator(vocab, phases, fv)
-    trainer = Trainer(lambda: common.build_model(config),
-                      common.train_config_from_flags(model_dir, fv),
-                      common.resumable_train_data(lambda: TrainStream(*stream_args)),
-                      eval_fn=evaluator.eval_fn,
-                      mode_schedule=ModeSchedule(fv.train_steps, fv.gumbel_fraction,
-                                                 extra=phases.modes),
-                      strategy=common.make_strategy(fv), log=_log,
-                      warm_start=common.warm_start_fn(fv.init_from, model_dir,
-                                                      _dummy_batch(pointer), _log))
-    info = {}
-    coverage_start = phases.phases[-1][0]
-    if fv.coverage and phases.coverage_steps and fv.eval_before_coverage:
-        trainer.train(stop_at=coverage_start)
-        previous = _load_results(model_dir).get("no_coverage", {})
-        if previous.get("steps") == coverage_start:
-            info["no_coverage"] = previous  # a resumed run keeps its earlier evaluation
-        elif int(trainer.step.numpy()) == coverage_start:
-            info["no_coverage"] = evaluator.evaluate(trainer.model, coverage_start, model_dir,
-                                                     suffix="_no_coverage")
-            common.update_results(model_dir, no_coverage=info["no_coverage"])
-    metrics = trainer.train()
-    info.update({"steps": int(trainer.step.numpy()), "train_wall_time_sec": watch.seconds(),
-                 "train_metrics": {k: float(v) for k, v in metrics.items()},
-                 "train_pairs": len(store), "train_data_report": report,
-                 "train_data_partial": cnndm.split_counts("train")[0] < cnndm.SPLIT_SIZES["train"],
-                 "epochs": fv.train_steps * fv.batch_size / len(store),
-                 "phases": [list(p) for p in phases.phases],
-                 "coverage_steps": phases.coverage_steps,
-                 "train_command": common.command_line(MODULE),
-                 "diagnostics": evaluator.final_diagnostics})
-    return trainer.model, evaluator, info
-
-
-def _load_results(model_dir):
-    path = os.path.join(model_dir, "results.json")
-    return common.load_json(path) if os.path.exists(path) else {}
-
-
-def _system(fv):
-    name = common.system_name(fv)
-    return name if fv.head == "pointer" else f"seq2seq-{name}"
-
-
-def _finish(model_dir, scores, fv=FLAGS, extra=None, system=None):
-    data = {"task": "summarize", "dataset": "cnn_dailymail", "system": system or _system(fv),
-            "attention": None if system else fv.attention, "head": fv.head,
-            "vocab_size": fv.vocab_size, "profile": fv.profile,
-            "command": common.command_line(MODULE), "argv": sys.argv,
-            "decode": common.decode_options(fv, final=True),
-            "partial_eval": bool(fv.max_eval_pairs), **scores}
-    data.update(extra or {})
-    return common.finish_results(model_dir, data, _log)
-
-
-def run_lead3(model_dir, fv=FLAGS):
-    """Table 1's lead-3 row: the first three sentences of each test article."""
-    from acvi_tf.metrics import novelty
-    watch = common.Stopwatch()
-    pairs, report = read_pairs("test", fv.max_eval_pairs, log=_log)
-    hyps = [novelty.lead3(p.article) for p in pairs]
-    common.write_text(os.path.join(model_dir, "decode_test.txt"),
-                      "\n".join(" ".join(h) for h in hyps))
-    scores = score_summaries(hyps, [p.abstract_sents for p in pairs], fv)
-    scores.update(test_articles=len(pairs), test_data_report=report, steps=0,
-                  eval_wall_time_sec=watch.seconds())
-    return _finish(model_dir, scores, fv, system="lead-3",
-                   extra={"head": None, "vocab_size": None, "decode": None})
-
-
-def run_duc2004(model, step, model_dir, fv=FLAGS):
-    """Table 5: a CNN/DM model summarizes DUC2004's 500 inputs; ROUGE recall at 75 bytes."""
-    from acvi_tf.data import cnndm
-    from acvi_tf.metrics import rouge
-    watch = common.Stopwatch()
-    vocab = load_vocab(model_dir, fv)
-    duc = cnndm.read_duc2004()
-    examples = [cnndm.make_example(text, [], vocab, fv.max_enc_steps, fv.max_dec_steps)
-                for text in duc.inputs]
-    evaluator = Evaluator(vocab, schedule(fv), fv)
-    words, _ = evaluator.summarizer(model).summarize(
-        examples, common.decode_options(fv, final=True), evaluator.coverage_at(step))
-    path = os.path.join(model_dir, "decode_duc2004.txt")
-    common.write_text(path, "\n".join(" ".join(w) for w in words))
-    result = rouge.rouge_duc2004([[" ".join(w)] for w in words], duc.references)
-    scores = percent_rouge(result, measure="r")
-    _log(f"DUC2004 ROUGE-1/2/L recall (75 bytes): {scores['rouge_1']:.2f} / "
-         f"{scores['rouge_2']:.2f} / {scores['rouge_l']:.2f}")
-    scores.update(command=common.command_line(MODULE), decode_file=path, steps=step,
-                  decode=common.decode_options(fv, final=True),
-                  wall_time_sec=watch.seconds(), inputs=len(duc.inputs))
-    return common.update_results(model_dir, duc2004=scores)
-
-
-def run_decode(model, step, model_dir, fv=FLAGS):
-    from acvi_tf.data import cnndm
-    vocab = load_vocab(model_dir, fv)
-    if fv.input:
-        with open(fv.input, encoding="utf-8") as f:
-            lines = [line.rstrip("\n") for line in f]
+def run(model_dir, task, fv=FLAGS):
+    """The mode of ``--mode``; returns the exit code."""
+    if fv.mode == "lead3":
+        os.makedirs(model_dir, exist_ok=True)
+        task.lead3(model_dir)
+        return 0
+    if fv.mode in ("train", "train_eval"):
+        complete, lines = task.data_status()
+        xflags.check_partial_data(complete, lines, "cnn_dailymail", task.how_to_get(), fv,
+                                  " Or pass --allow_partial_data.")
+        task.load_vocab(model_dir)
+        trained = xflags.train(task, model_dir, lambda: save_flags(model_dir, fv), fv)
+        if trained is None:
+            return 0
+        model, evaluator, info, config = trained
+        scores = evaluator.evaluate(model, info["steps"], model_dir)
+        finish_results(model_dir, task.results(scores, config, extra=info), task.log)
+        return 0
+    model, step = load_model(model_dir, task_lib.build_batch(fv.head == "pointer"))
+    task.load_vocab(model_dir)
+    config = task.model_config(xflags.model_config_from_flags(fv))
+    if fv.mode == "decode":
+        lines = read_lines(fv.input, sys.stdin)
+        summaries = task.summarize(model, step, config, fv.train_steps, lines)
+        write_output(fv.output, [" ".join(w) for w in summaries], task.log, "summaries")
+    elif fv.mode == "duc2004":
+        task.duc2004(model, step, config, fv.train_steps, model_dir)
     else:
-        lines = [line.rstrip("\n") for line in sys.stdin]
-    keep = [i for i, line in enumerate(lines) if cnndm.split_words(line)]
-    examples = [cnndm.make_example(lines[i], [], vocab, fv.max_enc_steps, fv.max_dec_steps)
-                for i in keep]
-    evaluator = Evaluator(vocab, schedule(fv), fv)
-    words, _ = evaluator.summarizer(model).summarize(
-        examples, common.decode_options(fv, final=True), evaluator.coverage_at(step))
-    out = [""] * len(lines)  # an empty article gives an empty line
-    for i, w in zip(keep, words):
-        out[i] = " ".join(w)
-    text = "".join(s + "\n" for s in out)
-    if fv.output:
-        with open(fv.output, "w", encoding="utf-8") as f:
-            f.write(text)
-        _log(f"wrote {len(out)} summaries to {fv.output}")
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-
-_log = common.log
+        scores = task.evaluator(config, fv.train_steps).evaluate(model, step, model_dir)
+        finish_results(model_dir, task.results(scores, config), task.log)
+    return 0
 
 
 def main(argv):
@@ -637,127 +205,22 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = FLAGS
-    model_dir = common.require_model_dir(fv)
+    model_dir = xflags.require_model_dir(fv)
     # duc2004 reads a trained model exactly as eval does.
     restore_mode = "eval" if fv.mode == "duc2004" else fv.mode
-    saved = common.resolve_run_flags(model_dir, restore_mode, PROFILES,
-                                     DATA_FLAGS + common.MODEL_FLAGS, fv)
+    saved = xflags.resolve_run_flags(model_dir, restore_mode, PROFILES,
+                                     DATA_FLAGS + xflags.MODEL_FLAGS, fv)
     if saved:
         for name in SCHEDULE_FLAGS + ("train_steps",):
-            if name in saved["flags"] and not common.explicit(name, fv):
+            if name in saved["flags"] and not xflags.explicit(name, fv):
                 fv.set_default(name, saved["flags"][name])
     check_flags(fv)
     if fv.dry_run:
-        complete, lines = data_status()
-        print(f"command: {common.command_line(MODULE)}\n" + "\n".join(lines))
+        complete, lines = task_lib.data_status()
+        print(f"command: {command_line(MODULE)}\n" + "\n".join(lines))
         return 0 if complete else 3
-
-    from acvi_tf.data.sources import DataError
-    from acvi_tf.metrics.meteor import MeteorError
-    from acvi_tf.metrics.rouge import RougeError
-    try:
-        if fv.mode == "lead3":
-            os.makedirs(model_dir, exist_ok=True)
-            run_lead3(model_dir, fv)
-            return 0
-        if fv.mode in ("train", "train_eval"):
-            complete, lines = data_status()
-            if not complete and not fv.allow_partial_data:
-                _log("\n".join(lines))
-                raise SystemExit(
-                    f"error: the cnn_dailymail files above are missing or partial copies, and "
-                    f"--profile={fv.profile} needs the full data (the results would not be "
-                    f"comparable). Get them: {how_to_get()}. Or pass --allow_partial_data.")
-            model, evaluator, info = run_train(model_dir, fv)
-            if fv.mode == "train":
-                common.update_results(model_dir, **info)
-                return 0
-            scores = evaluator.evaluate(model, info["steps"], model_dir)
-            _finish(model_dir, scores, fv, extra=info)
-            return 0
-        model, step = common.load_model(model_dir, _dummy_batch(fv.head == "pointer"))
-        if fv.mode == "decode":
-            run_decode(model, step, model_dir, fv)
-        elif fv.mode == "duc2004":
-            run_duc2004(model, step, model_dir, fv)
-        else:
-            scores = Evaluator(load_vocab(model_dir, fv), schedule(fv), fv).evaluate(
-                model, step, model_dir)
-            _finish(model_dir, scores, fv)
-        return 0
-    except DataError as e:
-        raise SystemExit(f"error: data missing or malformed: {e}") from None
-    except (RougeError, MeteorError) as e:
-        raise SystemExit(f"error: metric could not run: {e}") from None
-    except FileNotFoundError as e:
-        raise SystemExit(f"error: {e}") from None
-
-
-# ---------------------------------------------------------------------------
-# Tables 1, 2, 5 (``python -m experiments.tables run table1-cpu ...`` lands here)
-# ---------------------------------------------------------------------------
-
-def plan_table(table, runs_root):
-    """[(name, argv, model_dir, settings)] of a summarization table of ``tables.TABLES``."""
-    from experiments import tables
-    return tables.plan_module_runs(table, runs_root, MODULE)
-
-
-def _done(model_dir, mode):
-    results = _load_results(model_dir)
-    return "duc2004" in results if mode == "duc2004" else "rouge" in results
-
-
-def run_table(table, runs_root, out, dry_run=False, stream=None):
-    """Checks the data, runs every missing run of the table in turn, renders it.
-
-    Returns 2, running nothing, when the table needs data that is missing or
-    partial (the paper profile needs all of CNN/DM), or models not trained yet.
-    """
-    from experiments import tables
-    stream = stream or sys.stdout
-    runs = plan_table(table, runs_root)
-    print(f"{table}: {len(runs)} runs under {runs_root}", file=stream)
-    for _, argv, model_dir, s in runs:
-        state = "done" if _done(model_dir, s.get("mode")) else "to run"
-        print(f"  [{state}] python {' '.join(shlex.quote(a) for a in argv[1:])}", file=stream)
-    problems = []
-    if any(s.get("mode") == "duc2004" for *_, s in runs):
-        from acvi_tf.data import sources
-        from acvi_tf.data import cnndm
-        for name in (cnndm.DUC_INPUT,) + cnndm.DUC_REFS:
-            if sources.locate("duc2004", name, required=False) is None:
-                problems.append(f"MISSING duc2004/{name}. Get it: {how_to_get('duc2004')}")
-        for _, _, model_dir, s in runs:
-            if not os.path.exists(os.path.join(model_dir, "model_config.json")):
-                problems.append(f"no trained model in {model_dir}: run the Table 1 runs first "
-                                f"(`make table1-cpu`, or `make table1` at paper scale)")
-    else:
-        from acvi_tf.data import cnndm
-        complete, lines = data_status()
-        paper = any(s.get("profile", "paper") == "paper" and s.get("mode") != "lead3"
-                    for *_, s in runs)
-        if paper and not complete:
-            problems += lines + [f"The paper profile trains on all 287,227 pairs. Get "
-                                 f"them: {how_to_get()}"]
-        elif not all(cnndm.chunk_files(split, required=False) for split in SPLITS):
-            problems += lines + [f"Get the chunks: {how_to_get()}"]
-    if problems:
-        print("\nSTOP:\n" + "\n".join(problems), file=stream)
-        print("\nNothing was run. Once that is in place (the mirror via ACVI_DATA_MIRROR, or "
-              "the data dir via ACVI_DATA_DIR), rerun; the commands above are what it will "
-              "run.", file=stream)
-        return 2
-    if dry_run:
-        return 0
-    code = tables.execute_runs(runs, stream, done=lambda run: _done(run[2], run[3].get("mode")))
-    if code:
-        return code
-    results = tables.find_results([runs_root], task="summarize", key="rouge")
-    text = tables.RENDER[table](results)
-    common.write_text(out, text)
-    print(f"\n{text}\n\nwritten to {out}", file=stream)
-    return 0
+    return xflags.run_guarded(lambda: run(model_dir, make_task(fv), fv),
+                              errors=[((RougeError, MeteorError), "metric could not run: ")])
 
 
 if __name__ == "__main__":

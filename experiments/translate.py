@@ -31,23 +31,20 @@ Profiles (``--profile``; any explicit flag overrides): ``paper`` (Section
 
 import logging
 import os
-import shutil
 import sys
 
 from absl import app, flags
 
-from acvi_tf.metrics import diversity
-from experiments import common
-from experiments.common import FlagError
+from acvi_tf.data.translation import DATASETS
+from acvi_tf.runs import command_line, finish_results, load_model
+from acvi_tf.tasks.base import read_lines, write_output
+from acvi_tf.tasks import translation as task_lib
+from acvi_tf.tasks.translation import TranslationConfig, TranslationTask
+from experiments import flags as xflags
 
 FLAGS = flags.FLAGS
 MODULE = "experiments.translate"
-
-# Registry names (acvi_tf.data.translation.DATASETS), spelled here so that flag
-# parsing does not import TensorFlow; a test checks they agree.
-DATASETS = ("iwslt15_en_vi", "wmt16_en_ro", "multi30k")
-LANGS = {"iwslt15_en_vi": ("en", "vi"), "wmt16_en_ro": ("en", "ro"), "multi30k": ("en", "de")}
-MODES = common.MODES + ("copy_baseline",)
+MODES = xflags.MODES + ("copy_baseline",)
 
 PROFILES = {
     # Section 4.3 and Appendix C; the rest as tensorflow/nmt's IWSLT'15 defaults.
@@ -84,8 +81,8 @@ DATA_FLAGS = ("dataset", "src", "tgt", "variant", "min_count", "max_vocab_size",
 RUN_FLAGS = ("max_eval_lines", "pad_multiple", "allow_partial_data")
 
 def define_flags(fv=FLAGS):
-    """Defines the shared flags (experiments.common) and the translation flags in ``fv``."""
-    common.define_flags(PROFILES, default_profile="cpu", modes=MODES, flag_values=fv)
+    """Defines the shared flags (experiments.flags) and the translation flags in ``fv``."""
+    xflags.define_flags(PROFILES, default_profile="cpu", modes=MODES, flag_values=fv)
     kw = {"flag_values": fv}
     flags.DEFINE_enum("dataset", "multi30k", DATASETS,
                       "Translation dataset (data registry name).", **kw)
@@ -120,410 +117,75 @@ def define_flags(fv=FLAGS):
 
 define_flags()
 
-# ---------------------------------------------------------------------------
-# Flags -> settings
-# ---------------------------------------------------------------------------
 
-def resolve_languages(fv=FLAGS):
-    langs = LANGS[fv.dataset]
-    src = fv.src or langs[0]
-    if src not in langs:
-        raise FlagError("src", f"{src!r} is not a language of --dataset={fv.dataset} "
-                        f"(choose {' or '.join(langs)})")
-    tgt = fv.tgt or next(l for l in langs if l != src)
-    if tgt not in langs:
-        raise FlagError("tgt", f"{tgt!r} is not a language of --dataset={fv.dataset} "
-                        f"(choose {' or '.join(langs)})")
-    if tgt == src:
-        raise FlagError("tgt", f"equals --src={src}")
-    return src, tgt
+def make_task(fv=FLAGS):
+    """The :class:`TranslationTask` of the parsed flags."""
+    return TranslationTask(xflags.config_from_flags(TranslationConfig, fv),
+                           xflags.decode_config_from_flags(fv), xflags.run_info(MODULE, fv))
 
 
 def check_flags(fv=FLAGS):
     """Cross-flag checks that absl cannot express; errors name the flag."""
-    resolve_languages(fv)
-    if fv.variant == "raw" and fv.dataset != "multi30k":
-        raise FlagError("variant", f"'raw' exists for multi30k only, not --dataset={fv.dataset}")
-    common.check_run_flags(fv)
-
-
-def data_status(dataset, src, tgt, variant="tok"):
-    """``(complete, lines)``: one line per registered file of the dataset (both
-    languages): missing, partial (against the official line count) or complete."""
-    from acvi_tf.data import sources
-    from acvi_tf.data import translation  # noqa: F401  (registers the datasets)
-    source = sources.get(dataset)
-    complete, lines = True, []
-    for f in source.files:
-        if dataset == "multi30k" and not f.path.startswith(variant + "/"):
-            continue
-        local = sources.locate(dataset, f.path, required=False)
-        if local is None:
-            complete = False
-            expected = f"{f.lines:,} lines expected" if f.lines else "expected"
-            lines.append(f"  MISSING  {dataset}/{f.path} ({expected})")
-            continue
-        message, partial = sources.completeness(dataset, f.path, local)
-        complete &= not partial
-        lines.append(f"  {'PARTIAL ' if partial else 'ok      '} {message}  [{local}]")
-    return complete, lines
-
-
-def how_to_get(dataset):
-    from acvi_tf.data import sources
-    from acvi_tf.data import translation  # noqa: F401
-    s = sources.get(dataset)
-    return f"{s.how_to_get} (homepage: {s.homepage}; local mirror: $ACVI_DATA_MIRROR/{dataset}/)"
-
-
-# ---------------------------------------------------------------------------
-# Data and vocabularies in the model_dir
-# ---------------------------------------------------------------------------
-
-def _vocab_path(model_dir, lang):
-    return os.path.join(model_dir, f"vocab.{lang}.txt")
-
-
-def _bpe_dir(model_dir):
-    return os.path.join(model_dir, "bpe")
-
-
-def load_or_build_data(model_dir, src, tgt, fv=FLAGS, log=print):
-    """The :class:`TranslationData`, from ``model_dir`` if saved there, else
-    built from the data (and then saved into ``model_dir``)."""
-    from acvi_tf.data import translation as tr
-    from acvi_tf.data.vocab import Vocab
-    dataset = fv.dataset
-    if dataset == "wmt16_en_ro":
-        spm_model = os.path.join(_bpe_dir(model_dir), tr.SPM_MODEL)
-        if not os.path.exists(spm_model):
-            shared = tr.default_bpe_dir(fv.bpe_vocab_size)
-            log(f"training/reusing the shared BPE model in {shared} ...")
-            model = tr.train_bpe(shared, fv.bpe_vocab_size, seed=0)
-            os.makedirs(_bpe_dir(model_dir), exist_ok=True)
-            for name in (tr.SPM_MODEL, tr.SPM_VOCAB, tr.SPM_MANIFEST):
-                shutil.copy2(os.path.join(os.path.dirname(model), name),
-                             os.path.join(_bpe_dir(model_dir), name))
-        codec = tr.SentencePieceCodec(spm_model)
-        return tr.TranslationData(dataset, src, tgt, codec.vocab, codec.vocab, codec, fv.variant,
-                                  report=f"shared BPE model {spm_model} ({len(codec)} pieces)")
-    paths = [_vocab_path(model_dir, src), _vocab_path(model_dir, tgt)]
-    if all(os.path.exists(p) for p in paths):
-        src_vocab, tgt_vocab = (Vocab.load(p) for p in paths)
-        return tr.TranslationData(dataset, src, tgt, src_vocab, tgt_vocab, None, fv.variant,
-                                  report=f"vocabularies from {model_dir}")
-    data = tr.prepare(dataset, src, tgt, min_count=fv.min_count,
-                      max_vocab_size=fv.max_vocab_size, variant=fv.variant)
-    os.makedirs(model_dir, exist_ok=True)
-    data.src_vocab.save(paths[0])
-    data.tgt_vocab.save(paths[1])
-    return data
+    xflags.run_guarded(lambda: xflags.config_from_flags(TranslationConfig, fv).check())
+    xflags.check_run_flags(fv)
 
 
 def model_config(data, fv=FLAGS):
-    from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-    return common.model_config_from_flags(
-        fv, src_vocab_size=len(data.src_vocab), tgt_vocab_size=len(data.tgt_vocab),
-        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID)
+    """The run's ModelConfig: the model flags and the vocabularies of ``data``."""
+    return task_lib.model_config(xflags.model_config_from_flags(fv), data)
 
 
-def _pad_to_multiple(batch, multiple):
-    import tensorflow as tf
-    if not multiple:
-        return batch
-    out = dict(batch)
-    for key in ("src", "tgt_in", "tgt_out"):
-        x = batch[key]
-        length = tf.shape(x)[1]
-        target = (length + multiple - 1) // multiple * multiple
-        out[key] = tf.pad(x, [[0, 0], [0, target - length]])
-    return out
-
-
-def make_train_data(batches, pad_multiple=0):
-    """The Trainer's data protocol over a resumable :class:`Batches` pipeline."""
-    return common.resumable_train_data(batches.iterator,
-                                       lambda b: _pad_to_multiple(b, pad_multiple))
-
-
-# ---------------------------------------------------------------------------
-# Decoding
-# ---------------------------------------------------------------------------
-
-class Translator:
-    """Batched decoding of id sequences with one set of search settings.
-
-    Sentences are decoded in length-sorted batches (less padding) and returned
-    in input order. ``translate`` gives the hypothesis strings (through
-    ``data.decode_batch``), their target ids, and optionally the attention of the
-    requested sentences ([hyp_len, src_len]).
-    """
-
-    def __init__(self, model, data, beam_width=1, max_length=50, min_length=0,
-                 length_normalization="none", alpha=0.6, batch_size=64):
-        import tensorflow as tf
-        self.data = data
-        self.beam_width = beam_width
-        self.batch_size = batch_size
-        self._decode = common.best_hypothesis_decoder(
-            model, {"src": tf.TensorSpec([None, None], tf.int32)}, beam_width=beam_width,
-            max_length=max_length, min_length=min_length,
-            length_normalization=length_normalization, alpha=alpha)
-
-    def translate(self, src_ids, attention_for=()):
-        import numpy as np
-        lengths = [len(s) for s in src_ids]
-
-        def make_batch(idx):
-            src = np.zeros([len(idx), max(lengths[i] for i in idx)], np.int32)
-            for row, i in enumerate(idx):
-                src[row, :lengths[i]] = src_ids[i]
-            return {"src": src}
-
-        hyp_ids, attention = common.decode_in_batches(self._decode, lengths, make_batch,
-                                                      self.batch_size, attention_for)
-        return self.data.decode_batch(hyp_ids), hyp_ids, attention
-
-
-class Evaluator:
-    """Dev/test decoding, BLEU and the Trainer's ``eval_fn``."""
-
-    def __init__(self, data, fv=FLAGS, log=None):
-        self.data = data
-        self.fv = fv
-        self.log = log or (lambda m: print(m, file=sys.stderr, flush=True))
-        self._splits = {}
-        self._translators = {}
-        self._loss_batches = {}
-        self.final_dev = None  # (step, hyps, BleuResult) of the end-of-training full dev
-        self.final_diagnostics = None  # the run diagnostics of that evaluation
-
-    def split(self, split):
-        """(src ids, source strings, reference strings) of a split, cut to --max_eval_lines."""
-        if split not in self._splits:
-            limit = self.fv.max_eval_lines
-            src_ids, _, corpus = self.data.encode(split, max_lines=limit)
-            refs = self.data.references(split)[:len(src_ids)]
-            from acvi_tf.data.translation import references
-            sources_text = references(self.data.dataset, split, self.data.src_lang,
-                                      self.data.variant)[:len(src_ids)]
-            self._splits[split] = (src_ids, sources_text, refs, corpus.report)
-        return self._splits[split]
-
-    def translator(self, model, final):
-        opts = common.decode_options(self.fv, final=final)
-        key = (id(model), tuple(sorted(opts.items())))
-        if key not in self._translators:
-            self._translators[key] = Translator(model, self.data,
-                                                batch_size=self.fv.decode_batch_size, **opts)
-        return self._translators[key]
-
-    def bleu(self, model, split, final=True, subset=0, attention_for=()):
-        src_ids, sources_text, refs, _ = self.split(split)
-        if subset:
-            src_ids, sources_text, refs = src_ids[:subset], sources_text[:subset], refs[:subset]
-        hyps, _, attention = self.translator(model, final).translate(src_ids, attention_for)
-        return hyps, self.data.bleu(hyps, refs), attention, sources_text, refs
-
-    def dev_diagnostics(self, model, subset):
-        """Per-token dev NLL and the run diagnostics (acvi_tf.training.diagnostics:
-        KL per token, attention entropy, ||h||, sigma, context use) on the first
-        ``subset`` dev pairs, teacher forced."""
-        from acvi_tf.data.translation import Batches
-        from acvi_tf.training.diagnostics import DevDiagnostics
-        limit = subset or self.fv.max_eval_lines
-        if limit not in self._loss_batches:
-            src_ids, tgt_ids, _ = self.data.encode("dev", max_lines=limit)
-            self._loss_batches[limit] = Batches(
-                src_ids, tgt_ids, self.fv.decode_batch_size, shuffle=False, bucketing=False,
-                max_src_len=None, max_tgt_len=None, prefetch=False)
-        if not hasattr(self, "_diagnostics"):
-            self._diagnostics = DevDiagnostics()
-        return self._diagnostics(model, self._loss_batches[limit].dataset())
-
-    def eval_fn(self, model, step):
-        from acvi_tf.training import summaries
-        final = step >= self.fv.train_steps
-        subset = 0 if final else self.fv.eval_subset
-        watch = common.Stopwatch()
-        hyps, bleu, attention, srcs, refs = self.bleu(model, "dev", final=final, subset=subset,
-                                                     attention_for=(0, 1))
-        if final:
-            self.final_dev = (step, hyps, bleu)
-        diag = self.dev_diagnostics(model, subset)
-        if final:
-            self.final_diagnostics = diag
-        n = len(hyps)
-        div = diversity.diversity(hyps)
-        scalars = {"dev_bleu": bleu.score, **diag,
-                   "dev_entropy": div["entropy"], "dev_distinct_1": div["distinct_1"],
-                   "dev_distinct_2": div["distinct_2"], "dev_decode_seconds": watch.seconds()}
-        texts = {f"sample_{i}": f"**src:** {srcs[i]}\n\n**ref:** {refs[i]}\n\n**hyp:** {hyps[i]}"
-                 for i in range(min(2, n))}
-        texts["dev_bleu"] = (f"{bleu} on {n} dev sentences, beam "
-                             f"{self.fv.beam_width if final else self.fv.eval_beam_width}")
-        images = {}
-        if 0 in attention and attention[0].size:
-            images["attention_sample_0"] = summaries.attention_image(attention[0])
-        return {"scalars": scalars, "texts": texts, "images": images}
-
-
-# ---------------------------------------------------------------------------
-# Modes
-# ---------------------------------------------------------------------------
-
-def _save_run_config(model_dir, src, tgt, fv=FLAGS):
-    names = (DATA_FLAGS + common.MODEL_FLAGS + common.TRAIN_FLAGS + common.DECODE_FLAGS
+def save_flags(model_dir, task, fv=FLAGS):
+    names = (DATA_FLAGS + xflags.MODEL_FLAGS + xflags.TRAIN_FLAGS + xflags.DECODE_FLAGS
              + RUN_FLAGS)
-    common.save_run_config(model_dir, MODULE, names, {"src": src, "tgt": tgt}, fv)
+    xflags.save_flags(model_dir, MODULE, names, {"src": task.src, "tgt": task.tgt}, fv)
 
 
-def _dummy_batch():
-    import numpy as np
-    return {"src": np.full([1, 2], 4, np.int32), "tgt_in": np.asarray([[2, 4]], np.int32),
-            "tgt_out": np.asarray([[4, 3]], np.int32)}
-
-
-def _load_model(model_dir):
-    return common.load_model(model_dir, _dummy_batch())
-
-
-def run_train(model_dir, src, tgt, fv=FLAGS):
-    """Trains (resuming from model_dir if possible); returns (model, evaluator, info)."""
-    from acvi_tf.data.translation import Batches
-    from acvi_tf.training.trainer import Trainer
-    watch = common.Stopwatch()
-    os.makedirs(model_dir, exist_ok=True)
-    data = load_or_build_data(model_dir, src, tgt, fv, log=_log)
-    _log(f"data: {fv.dataset} {src}->{tgt}; {data.report}")
-    src_ids, tgt_ids, corpus = data.encode("train", max_lines=fv.max_train_lines)
-    _log(corpus.report)
-    batches = Batches(src_ids, tgt_ids, fv.batch_size, seed=fv.seed, max_src_len=fv.max_length,
-                      max_tgt_len=fv.max_length, overlong=fv.overlong,
-                      num_buckets=fv.num_buckets)
-    _log(f"train: {batches.num_examples:,} pairs ({batches.num_filtered:,} filtered), "
-         f"{batches.num_batches():,} batches of <= {fv.batch_size} per epoch "
-         f"({fv.train_steps / batches.num_batches():.2f} epochs in {fv.train_steps:,} steps)")
-    config = model_config(data, fv)
-    common.check_model_config(model_dir, config)
-    _save_run_config(model_dir, src, tgt, fv)
-    evaluator = Evaluator(data, fv)
-    train_config = common.train_config_from_flags(model_dir, fv)
-    trainer = Trainer(lambda: common.build_model(config), train_config,
-                      make_train_data(batches, fv.pad_multiple), eval_fn=evaluator.eval_fn,
-                      strategy=common.make_strategy(fv), log=_log,
-                      warm_start=common.warm_start_fn(fv.init_from, model_dir, _dummy_batch(),
-                                                      _log))
-    metrics = trainer.train()
-    info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": watch.seconds(),
-            "train_metrics": {k: float(v) for k, v in metrics.items()},
-            "train_pairs": batches.num_examples, "epochs": fv.train_steps / batches.num_batches(),
-            "train_data_partial": corpus.partial, "train_data_report": corpus.report,
-            "train_command": common.command_line(MODULE),
-            "diagnostics": evaluator.final_diagnostics}
-    return trainer.model, evaluator, info
-
-
-def run_eval(model, evaluator, model_dir, step, fv=FLAGS):
-    """Decodes dev and test with the final settings; writes decodes, prints BLEU."""
-    watch = common.Stopwatch()
-    results = {}
-    for split in ("dev", "test"):
-        if split == "dev" and evaluator.final_dev and evaluator.final_dev[0] == step:
-            _, hyps, bleu = evaluator.final_dev  # the end-of-training full dev decode
-        else:
-            hyps, bleu, _, _, _ = evaluator.bleu(model, split, final=True)
-        path = os.path.join(model_dir, f"decode_{split}.txt")
-        common.write_text(path, "\n".join(hyps))
-        _, _, _, report = evaluator.split(split)
-        results[split] = {"bleu": bleu.score, "bleu_string": str(bleu), "signature": bleu.signature,
-                          "diversity": diversity.diversity(hyps),
-                          "decode_file": path, "sentences": len(hyps), "data_report": report}
-        print(f"{split} ({len(hyps)} sentences) {bleu}", flush=True)
-        print(f"{split} diversity: {diversity.format_diversity(results[split]['diversity'])}",
-              flush=True)
-    return results, watch.seconds()
-
-
-def _finish(model_dir, src, tgt, split_results, eval_seconds, step, fv=FLAGS, system=None,
-            extra=None):
-    data = {"task": "translate", "dataset": fv.dataset, "src": src, "tgt": tgt,
-            "direction": f"{src}->{tgt}", "system": system or common.system_name(fv),
-            "attention": None if system else fv.attention,
-            "profile": fv.profile, "steps": step,
-            "bleu": {s: r["bleu"] for s, r in split_results.items()},
-            "diversity": {s: r["diversity"] for s, r in split_results.items()
-                          if "diversity" in r},
-            "signature": next(iter(split_results.values()))["signature"],
-            "splits": split_results, "command": common.command_line(MODULE),
-            "argv": sys.argv, "eval_wall_time_sec": eval_seconds,
-            "decode": common.decode_options(fv, final=True),
-            "partial_eval": bool(fv.max_eval_lines)}
-    data.update(extra or {})
-    return common.finish_results(model_dir, data, _log)
-
-
-def run_copy_baseline(model_dir, src, tgt, fv=FLAGS):
-    """BLEU of the source sentence used as the translation (a sanity floor)."""
-    from acvi_tf.data import translation as tr
-    watch = common.Stopwatch()
-    results = {}
-    for split in ("dev", "test"):
-        hyps = tr.references(fv.dataset, split, src, fv.variant)
-        refs = tr.references(fv.dataset, split, tgt, fv.variant)
-        if fv.max_eval_lines:
-            hyps, refs = hyps[:fv.max_eval_lines], refs[:fv.max_eval_lines]
-        bleu = tr.evaluate_bleu(fv.dataset, hyps, refs)
-        path = os.path.join(model_dir, f"decode_{split}.txt")
-        common.write_text(path, "\n".join(hyps))
-        results[split] = {"bleu": bleu.score, "bleu_string": str(bleu),
-                          "signature": bleu.signature, "decode_file": path,
-                          "diversity": diversity.diversity(hyps), "sentences": len(hyps)}
-        print(f"{split} copy-the-source ({len(hyps)} sentences) {bleu}", flush=True)
-    return _finish(model_dir, src, tgt, results, watch.seconds(), 0, fv, system="copy-source")
-
-
-def run_decode(model, data, fv=FLAGS):
-    from acvi_tf.data.translation import normalize_text
-    from acvi_tf.data.vocab import split_tokens
-    if fv.input:
-        with open(fv.input, encoding="utf-8") as f:
-            lines = [line.rstrip("\n").rstrip("\r") for line in f]
-    else:
-        lines = [line.rstrip("\n").rstrip("\r") for line in sys.stdin]
-    if data.codec is not None:
-        texts = [normalize_text(line, data.src_lang) for line in lines]
-        src_ids = [ids.tolist() for ids in data.codec.encode(texts)] if texts else []
-    else:
-        src_ids = [data.src_vocab.encode(split_tokens(line)) for line in lines]
-    opts = common.decode_options(fv, final=True)
-    hyps, _, _ = Translator(model, data, batch_size=fv.decode_batch_size, **opts).translate(
-        src_ids)
-    text = "".join(h + "\n" for h in hyps)
-    if fv.output:
-        common.write_text(fv.output, text) if text else open(fv.output, "w").close()
-        _log(f"wrote {len(hyps)} translations to {fv.output}")
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-
-def dry_run(model_dir, src, tgt, fv=FLAGS):
+def dry_run(model_dir, task, fv=FLAGS):
     """Prints the resolved command and the data status; returns the exit code."""
-    command = common.command_line(MODULE, [a for a in sys.argv[1:] if a != "--dry_run"])
+    command = command_line(MODULE, [a for a in sys.argv[1:] if a != "--dry_run"])
     print(f"command: {command}")
-    print(f"profile: {fv.profile}; {fv.dataset} {src}->{tgt}; --attention={fv.attention}; "
-          f"model_dir: {model_dir}")
-    complete, lines = data_status(fv.dataset, src, tgt, fv.variant)
+    print(f"profile: {fv.profile}; {fv.dataset} {task.src}->{task.tgt}; "
+          f"--attention={fv.attention}; model_dir: {model_dir}")
+    complete, lines = task.data_status()
     print("\n".join(lines))
     if complete:
         print("data: complete")
         return 0
-    print(f"data: INCOMPLETE for {fv.dataset}. To get it: {how_to_get(fv.dataset)}")
+    print(f"data: INCOMPLETE for {fv.dataset}. To get it: {task.how_to_get()}")
     return 3
 
 
-_log = common.log
+def run(model_dir, task, fv=FLAGS):
+    """The mode of ``--mode``; returns the exit code."""
+    if fv.mode in ("train", "train_eval"):
+        complete, lines = task.data_status()
+        xflags.check_partial_data(complete, lines, fv.dataset, task.how_to_get(), fv,
+                                  " Or pass --allow_partial_data to train on what is there.")
+    if fv.mode == "copy_baseline":
+        os.makedirs(model_dir, exist_ok=True)
+        task.copy_baseline(model_dir)
+        return 0
+    if fv.mode in ("train", "train_eval"):
+        task.load_data(model_dir)
+        trained = xflags.train(task, model_dir, lambda: save_flags(model_dir, task, fv), fv)
+        if trained is None:
+            return 0
+        model, evaluator, info, config = trained
+        step = info["steps"]
+    else:
+        task.load_data(model_dir)
+        model, step = load_model(model_dir, task.build_batch())
+        config = task.model_config(xflags.model_config_from_flags(fv))
+        if fv.mode == "decode":
+            hyps = task.translate_lines(model, read_lines(fv.input, sys.stdin))
+            write_output(fv.output, hyps, task.log, "translations")
+            return 0
+        evaluator, info = task.evaluator(), None
+    results, seconds = evaluator.evaluate(model, step, model_dir)
+    finish_results(model_dir, task.results(results, seconds, step, config, extra=info),
+                   task.log)
+    return 0
 
 
 def main(argv):
@@ -533,48 +195,13 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = FLAGS
-    model_dir = common.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
-    common.resolve_run_flags(model_dir, fv.mode, PROFILES, DATA_FLAGS + common.MODEL_FLAGS, fv)
+    model_dir = xflags.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
+    xflags.resolve_run_flags(model_dir, fv.mode, PROFILES, DATA_FLAGS + xflags.MODEL_FLAGS, fv)
     check_flags(fv)
-    src, tgt = resolve_languages(fv)
+    task = make_task(fv)
     if fv.dry_run:
-        return dry_run(model_dir, src, tgt, fv)
-
-    from acvi_tf.data.sources import DataError
-    try:
-        if fv.mode in ("train", "train_eval"):
-            complete, lines = data_status(fv.dataset, src, tgt, fv.variant)
-            if not complete and not fv.allow_partial_data:
-                _log("\n".join(lines))
-                raise SystemExit(
-                    f"error: the {fv.dataset} files above are missing or partial copies, and "
-                    f"--profile={fv.profile} needs the full data (the results would not be "
-                    f"comparable). Get them: {how_to_get(fv.dataset)}. Or pass "
-                    f"--allow_partial_data to train on what is there.")
-        if fv.mode == "copy_baseline":
-            os.makedirs(model_dir, exist_ok=True)
-            run_copy_baseline(model_dir, src, tgt, fv)
-            return 0
-        if fv.mode in ("train", "train_eval"):
-            model, evaluator, info = run_train(model_dir, src, tgt, fv)
-            if fv.mode == "train":
-                common.update_results(model_dir, **info)
-                return 0
-            results, seconds = run_eval(model, evaluator, model_dir, info["steps"], fv)
-            _finish(model_dir, src, tgt, results, seconds, info["steps"], fv, extra=info)
-            return 0
-        data = load_or_build_data(model_dir, src, tgt, fv, log=_log)
-        model, step = _load_model(model_dir)
-        if fv.mode == "decode":
-            run_decode(model, data, fv)
-            return 0
-        results, seconds = run_eval(model, Evaluator(data, fv), model_dir, step, fv)
-        _finish(model_dir, src, tgt, results, seconds, step, fv)
-        return 0
-    except DataError as e:
-        raise SystemExit(f"error: data missing or malformed: {e}") from None
-    except FileNotFoundError as e:
-        raise SystemExit(f"error: {e}") from None
+        return dry_run(model_dir, task, fv)
+    return xflags.run_guarded(lambda: run(model_dir, task, fv))
 
 
 if __name__ == "__main__":

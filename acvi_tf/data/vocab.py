@@ -23,20 +23,11 @@ import collections
 import os
 import re
 
+from acvi_tf.utils.text import split_tokens  # noqa: F401  (vocab.split_tokens)
+
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIALS = (PAD, UNK, BOS, EOS)
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-
-# Tokens are separated by ASCII whitespace only. Python's str.split() would also
-# split on U+00A0 and other Unicode spaces, which occur *inside* tokens of real
-# files (the CNN/DailyMail vocab holds ". . ." joined by U+00A0) -- splitting
-# there would break "token count" lines and shift every id after them.
-_ASCII_WS = re.compile(r"[ \t\n\r\x0b\x0c]+")
-
-
-def split_tokens(text):
-    """Splits whitespace-tokenized text into tokens on ASCII whitespace."""
-    return [t for t in _ASCII_WS.split(text) if t]
 
 
 class VocabError(ValueError):

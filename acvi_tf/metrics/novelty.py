@@ -35,7 +35,7 @@ one: a straight quote after a full stop may open the next sentence instead).
 NLTK's Punkt model is not used because its data must be downloaded.
 """
 
-from acvi_tf.data.cnndm import split_words
+from acvi_tf.utils.text import split_tokens as split_words
 
 SENTENCE_END_TOKENS = frozenset({".", "!", "?"})
 _CLOSERS = frozenset({"’", "”", "''", ")", "]", "}", "-rrb-", "-rsb-"})

@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from acvi_tf.training import schedules, summaries
+from acvi_tf.training.step import train_step
 from acvi_tf.utils.ops import fold_seed
 
 
@@ -233,45 +234,8 @@ class Trainer:
             # A tensor of the step: one trace for every step, XLA and replicas alike.
             anneal["kl_scale"] = schedules.kl_anneal_scale(
                 step, self.config.kl_anneal_steps, self.config.kl_anneal)
-        with tf.GradientTape() as tape:
-            terms = model.loss_terms(batch, training=True, seed=seed, **anneal)
-            global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, terms["num_tokens"])
-            loss = terms["objective"] / tf.maximum(global_tokens, 1.0)
-        variables = model.trainable_variables
-        grads = tape.gradient(loss, variables)
-        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-                 for g, v in zip(grads, variables)]
-        if num_replicas > 1:
-            # Clip the norm of the *summed* gradient; Keras sums the replicas' gradients
-            # again in apply_gradients, hence the division.
-            grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        grad_norm = tf.linalg.global_norm(grads)
-        if self.config.clip_norm > 0:
-            grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=grad_norm)
-        if num_replicas > 1:
-            grads = [g / num_replicas for g in grads]
-        total_loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss)
-        ok = tf.math.is_finite(total_loss) & tf.math.is_finite(grad_norm)
-
-        if num_replicas == 1:
-            def apply():
-                self.optimizer.apply_gradients(zip(grads, variables))
-                return tf.constant(True)
-            # A non-finite step is not applied, so the in-memory model stays good too.
-            tf.cond(ok, apply, lambda: tf.constant(False))
-        else:
-            # A synchronisation point cannot sit inside tf.cond across replicas. The host
-            # still stops before any save, so the last good checkpoint is what remains.
-            self.optimizer.apply_gradients(zip(grads, variables))
-        metrics = {name: v / tf.maximum(global_tokens, 1.0) for name, v in terms.items()
-                   if name != "num_tokens"}
-        metrics = {k: ctx.all_reduce(tf.distribute.ReduceOp.SUM, v) for k, v in metrics.items()}
-        metrics["loss"] = total_loss
-        metrics["grad_norm"] = grad_norm
-        metrics["tokens"] = global_tokens
-        metrics["finite"] = tf.cast(ok, tf.float32)
-        metrics.update(anneal)  # the same on every replica, so their mean is the value
-        return metrics
+        return train_step(model, self.optimizer, batch, seed, self.config.clip_norm, anneal,
+                          num_replicas)
 
     def _train_fn(self, modes, batch):
         key = tuple(sorted(modes.items()))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from acvi_tf.data import video_features as vf
+from acvi_tf.models import googlenet
 
 
 # ----------------------------------------------------------------------- sampling
@@ -46,9 +47,9 @@ def test_googlenet_topology(extractor):
     m = extractor.model
     # 57 convolutions; 5,973,552 parameters = the 6,998,552 of Inception v1 minus the
     # 1024x1000 + 1000 classifier (auxiliary classifiers are training-only).
-    assert len(vf.conv_layers(m)) == 57
+    assert len(googlenet.conv_layers(m)) == 57
     assert m.count_params() == 5_973_552
-    shape = lambda name: tuple(m.get_layer(vf.keras_name(name)).output.shape[1:])
+    shape = lambda name: tuple(m.get_layer(googlenet.keras_name(name)).output.shape[1:])
     assert shape("conv1/7x7_s2") == (112, 112, 64)
     assert shape("pool1/3x3_s2") == (56, 56, 64)
     assert shape("pool2/3x3_s2") == (28, 28, 192)
@@ -64,12 +65,12 @@ def test_inception_concat_order_is_caffe(extractor):
     # Caffe concatenates 1x1 | 3x3 | 5x5 | pool_proj; Caffe weights of the next layer
     # assume that channel order, which shapes alone would not reveal.
     m = extractor.model
-    for module, (n1, r3, n3, r5, n5, pp) in vf.INCEPTION.items():
-        concat = m.get_layer(vf.keras_name(f"{module}/output"))
+    for module, (n1, r3, n3, r5, n5, pp) in googlenet.INCEPTION.items():
+        concat = m.get_layer(googlenet.keras_name(f"{module}/output"))
         sources = [t._keras_history.operation.name for t in concat.input]
-        assert sources == [vf.keras_name(f"{module}/{b}")
+        assert sources == [googlenet.keras_name(f"{module}/{b}")
                            for b in ("1x1", "3x3", "5x5", "pool_proj")]
-    k = m.get_layer(vf.keras_name("inception_4a/3x3_reduce")).kernel
+    k = m.get_layer(googlenet.keras_name("inception_4a/3x3_reduce")).kernel
     assert tuple(k.shape) == (1, 1, 480, 96)
 
 
@@ -98,7 +99,7 @@ def _caffe_maxpool(x, k=3, s=2):
 
 def test_pooling_matches_caffe_ceil_mode(extractor):
     x = np.random.default_rng(1).standard_normal((112, 112, 2)).astype("float32")
-    pool = extractor.model.get_layer(vf.keras_name("pool1/3x3_s2"))
+    pool = extractor.model.get_layer(googlenet.keras_name("pool1/3x3_s2"))
     got = np.asarray(pool(x[None]))[0]
     np.testing.assert_array_equal(got, _caffe_maxpool(x))
 
@@ -108,11 +109,11 @@ def test_conv1_padding_matches_caffe(extractor, frames):
     # corners, where asymmetric "same" padding would differ.
     import keras
     m = extractor.model
-    conv1 = m.get_layer(vf.keras_name("conv1/7x7_s2"))
+    conv1 = m.get_layer(googlenet.keras_name("conv1/7x7_s2"))
     sub = keras.Model(m.input, conv1.output)
     got = np.asarray(sub(frames[:1].astype("float32")))[0]
     w, b = conv1.get_weights()
-    x = frames[0].astype("float64")[..., ::-1] - np.array(vf.CAFFE_BGR_MEAN)
+    x = frames[0].astype("float64")[..., ::-1] - np.array(googlenet.CAFFE_BGR_MEAN)
     x = np.pad(x, ((3, 3), (3, 3), (0, 0)))
     for i, j in [(0, 0), (111, 111), (0, 111), (5, 7)]:
         want = np.maximum(np.einsum("hwc,hwck->k", x[2 * i:2 * i + 7, 2 * j:2 * j + 7], w) + b, 0)
@@ -121,7 +122,7 @@ def test_conv1_padding_matches_caffe(extractor, frames):
 
 def test_lrn_is_caffe_lrn():
     import tensorflow as tf
-    _, lrn = vf._layers()
+    _, lrn = googlenet._layers()
     x = np.random.default_rng(2).standard_normal((1, 3, 3, 12)).astype("float32") * 30
     got = np.asarray(lrn()(x))
     # Caffe divides alpha by local_size; TF's alpha multiplies the plain sum.
@@ -148,7 +149,7 @@ def test_keras_weights_round_trip(tmp_path, extractor, frames, features):
 def _caffe_export(model):
     """The model's weights as pycaffe would hold them: Caffe names, [out, in, kh, kw]."""
     out = {}
-    for name, layer in vf.conv_layers(model).items():
+    for name, layer in googlenet.conv_layers(model).items():
         k, b = layer.get_weights()
         out[f"{name}/0"] = k.transpose(3, 2, 0, 1)
         out[f"{name}/1"] = b
@@ -169,7 +170,7 @@ def test_caffe_npz_conversion(tmp_path, extractor, frames, features):
 def test_caffe_tensorflow_npy_conversion(tmp_path, extractor, frames, features):
     # caffe-tensorflow: {"conv1_7x7_s2": {"weights": [kh, kw, in, out], "biases": ..}}.
     nested = {}
-    for name, layer in vf.conv_layers(extractor.model).items():
+    for name, layer in googlenet.conv_layers(extractor.model).items():
         k, b = layer.get_weights()
         nested[name.replace("/", "_")] = {"weights": k, "biases": b}
     path = str(tmp_path / "googlenet.npy")
@@ -185,13 +186,13 @@ def test_conversion_errors(extractor):
     arrays = _caffe_export(extractor.model)
     partial = {k: v for k, v in arrays.items() if not k.startswith("inception_5b/")}
     with pytest.raises(ValueError, match="6 GoogLeNet layers have no weights"):
-        vf.caffe_arrays_to_keras(extractor.model, partial)
+        googlenet.caffe_arrays_to_keras(extractor.model, partial)
     extra = dict(arrays, **{"fc6/0": np.zeros((4, 4)), "fc6/1": np.zeros(4)})
     with pytest.raises(ValueError, match=r"not in the BVLC GoogLeNet.*fc6"):
-        vf.caffe_arrays_to_keras(extractor.model, extra)
+        googlenet.caffe_arrays_to_keras(extractor.model, extra)
     bad = dict(arrays, **{"conv1/7x7_s2/0": np.zeros((64, 3, 5, 5), "float32")})
     with pytest.raises(ValueError, match=r"mine\.npz: layer conv1/7x7_s2"):
-        vf.caffe_arrays_to_keras(extractor.model, bad, source="mine.npz")
+        googlenet.caffe_arrays_to_keras(extractor.model, bad, source="mine.npz")
 
 
 # -------------------------------------------------------------------------- store

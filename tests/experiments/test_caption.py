@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from absl import flags
 
-from experiments import caption, common, tables
-
+from acvi_tf.tasks import captioning as caption_task
+from experiments import caption, tables
+from experiments import flags as xflags
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SUBJECTS = ["a man", "a woman", "a cat", "a dog"]
 _ACTIONS = ["is cooking", "is dancing", "is playing a guitar", "is running"]
@@ -136,10 +137,10 @@ def test_feature_store_coverage_is_checked(tmp_path, monkeypatch, mirror):
     for c in clips["train"] + clips["val"] + clips["test"][:-1]:
         store.put(c, np.ones([2, 3], np.float32), flush=False)
     store.flush()
-    ok, lines = caption.features_status(store.root, False, "paper")
+    ok, lines = caption_task.features_status(store.root, False, "paper")
     assert not ok and "1 of the 600 paper test clips have no features (e.g. vid1970)" in lines[0]
     store.put("vid1970", np.ones([2, 3], np.float32))
-    ok, lines = caption.features_status(store.root, False, "paper")
+    ok, lines = caption_task.features_status(store.root, False, "paper")
     assert ok and "pretrained" in lines[0]
 
 
@@ -151,7 +152,7 @@ def test_training_batches_pair_each_caption_with_its_clip(monkeypatch, mirror):
                                max_vocab_size=None, seed=3, num_buckets=2, max_length=20,
                                overlong="filter")
     store = vf.SyntheticFeatures(num_frames=3, dim=5, warn=False)
-    data = caption.load_data(os.path.join(mirror, "unused_model_dir"), fv, store=store)
+    data = caption_task.load_data(os.path.join(mirror, "unused_model_dir"), fv, store=store)
     assert [len(data.splits[s].clips) for s in ("train", "val", "test")] == [1200, 4, 4]
     batches = data.batches("train", 16, fv)
     assert batches.num_examples == 2400
@@ -180,7 +181,7 @@ def test_flags_and_the_paper_profile():
     fv = _fresh_flags()
     assert fv["attention"].parser.enum_values == attention.available()
     fv(["prog", "--profile=paper", "--attention=acvi"])
-    common.apply_profile(caption.PROFILES, fv)
+    xflags.apply_profile(caption.PROFILES, fv)
     # Section 4.2 / Appendix B: 1000-d LSTMs, 100-d W_h and W_s, 256-d embeddings,
     # additive attention, dropout 0.5, Adam, beam width 5.
     assert (fv.encoder_units, fv.decoder_units, fv.attention_units, fv.embed_dim) == \
@@ -189,7 +190,7 @@ def test_flags_and_the_paper_profile():
     assert fv.split_scheme == "paper" and fv.min_count == 1
     for name in ("soft", "structured", "gaussian", "acvi"):
         path = os.path.join(tables.CONFIG_DIR, f"table3_{name}.flags")
-        settings = tables._read_flagfile(path)
+        settings = tables.runner.read_flagfile(path)
         assert settings["attention"] == name and settings["profile"] == "paper"
 
 

@@ -39,8 +39,11 @@ from absl import flags
 from acvi_tf import attention as attention_lib
 from acvi_tf import latent as latent_lib
 from acvi_tf.models import model_names
-from experiments import caption, common, summarize, translate
-
+from acvi_tf.tasks import summarization
+from experiments import caption, summarize, translate
+from experiments import flags as xflags
+from acvi_tf.models import build_model
+from acvi_tf.tasks.base import resumable_train_data
 TASKS = ("translate", "summarize", "caption")
 CLI = {"translate": translate, "summarize": summarize, "caption": caption}
 TRAIN_STEPS = 3
@@ -109,10 +112,10 @@ def _settings(task, args):
     fv = flags.FlagValues()
     module.define_flags(fv)
     fv(["prog"] + TINY + TASK_FLAGS[task] + list(args))
-    common.apply_profile(module.PROFILES, fv)
+    xflags.apply_profile(module.PROFILES, fv)
     try:
         module.check_flags(fv)
-    except common.FlagError as e:
+    except xflags.FlagError as e:
         pytest.skip(f"refused by experiments/{task}.py check_flags: {e}")
     return fv
 
@@ -122,7 +125,7 @@ def _config_or_skip(task, args, make_config):
     fv = _settings(task, args)
     config = make_config(fv)
     try:
-        common.build_model(config)
+        build_model(config)
     except ValueError as e:
         refusal = str(e)
         if config.coverage and "coverage" in refusal:
@@ -130,7 +133,7 @@ def _config_or_skip(task, args, make_config):
             fv = _settings(task, list(args) + ["--nocoverage", "--coverage_steps=0"])
             config = make_config(fv)
             try:
-                common.build_model(config)
+                build_model(config)
                 return fv, config
             except ValueError as e2:
                 refusal = str(e2)
@@ -250,7 +253,7 @@ def _article(rng):
 @pytest.fixture(scope="module")
 def summarize_task():
     """See et al.'s batches through the summarize CLI's own code: ``EncodedPairs``,
-    ``TrainStream`` (phases), ``cnndm.make_batch`` and ``summarize.model_inputs``."""
+    ``TrainStream`` (phases), ``cnndm.make_batch`` and ``summarization.model_inputs``."""
     from acvi_tf.data import cnndm
     from acvi_tf.data.vocab import Vocab
     rng = random.Random(2)
@@ -268,12 +271,12 @@ def summarize_task():
         for a, s in pairs:
             store.add(a, s)
         stream = (store, fv.batch_size, summarize.schedule(fv), fv.seed, fv.head == "pointer")
-        return common.resumable_train_data(lambda: summarize.TrainStream(*stream))
+        return resumable_train_data(lambda: summarization.TrainStream(*stream))
     t.train_data = train_data
 
     def decode_batch(pointer):
         batch = cnndm.make_batch(t.test_examples, vocab)
-        return summarize.model_inputs(batch, vocab, pointer)
+        return summarization.model_inputs(batch, vocab, pointer)
     t.decode_batch_for = decode_batch
     t.model_config = lambda fv: summarize.model_config(vocab, fv)
 
@@ -298,7 +301,7 @@ def _train(config, fv, train_data, modes_at=None):
     import keras
     import tensorflow as tf
     from acvi_tf.utils.ops import fold_seed
-    model = common.build_model(config)
+    model = build_model(config)
     optimizer = keras.optimizers.Adam(fv.learning_rate)
     functions = {}
 
@@ -406,7 +409,7 @@ def test_beam_search_never_emits_pad_or_bos(translate_task):
     still never pick them (they are never targets)."""
     import tensorflow as tf
     fv, config = _config_or_skip("translate", ["--attention=soft"], translate_task.model_config)
-    model = common.build_model(config)
+    model = build_model(config)
     model.build_for_checkpoint({k: tf.constant(v) for k, v in
                                 translate_task.train_batches[0].items()})
     bias = [v for v in model.trainable_variables

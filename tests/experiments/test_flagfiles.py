@@ -3,8 +3,8 @@
 A typo in a flagfile (an unknown flag, a bad enum value, an option the variant does not
 take, a combination the model refuses) fails here, not hours into a table run. Each
 file goes through what its CLI does before training: a fresh ``FlagValues`` with the
-CLI's flags, ``--flagfile=``, the profile (:func:`common.apply_profile`), the CLI's
-``check_flags``, then the task's ``model_config`` and ``common.build_model`` (Keras
+CLI's flags, ``--flagfile=``, the profile (:func:`xflags.apply_profile`), the CLI's
+``check_flags``, then the task's ``model_config`` and ``xflags.build_model`` (Keras
 builds weights lazily, so a paper-size model costs nothing here).
 """
 
@@ -15,8 +15,9 @@ import types
 import pytest
 from absl import flags
 
-from experiments import caption, common, summarize, tables, translate
-
+from experiments import caption, summarize, tables, translate
+from experiments import flags as xflags
+from acvi_tf.models import build_model
 CONFIGS = sorted(glob.glob(os.path.join(tables.CONFIG_DIR, "*.flags")))
 # File name prefix -> the CLI that reads it.
 CLI_OF = (("table4", translate), ("table3", caption), ("table1", summarize),
@@ -35,7 +36,7 @@ def parse(module, argv):
     fv = flags.FlagValues()
     module.define_flags(fv)
     fv(["prog"] + list(argv))
-    common.apply_profile(module.PROFILES, fv)
+    xflags.apply_profile(module.PROFILES, fv)
     module.check_flags(fv)
     return fv
 
@@ -65,7 +66,7 @@ def test_flagfile_parses_with_its_cli_and_builds_its_model(path):
     fv = parse(module, [f"--flagfile={path}"])
     assert fv.profile in module.PROFILES
     config = model_config(module, fv)
-    common.build_model(config)  # a ValueError here: the model refuses these settings
+    build_model(config)  # a ValueError here: the model refuses these settings
     if fv.model_dir:  # a table row writes where the tables expect it
         stem = os.path.basename(path)[:-len(".flags")]
         assert fv.model_dir.startswith("runs/"), (path, fv.model_dir)
@@ -80,13 +81,13 @@ def test_a_typo_in_a_flagfile_fails(tmp_path):
         parse(translate, [f"--flagfile={bad}"])
     bad.write_text("# a bad option\n--profile=paper\n--attention=acvi\n"
                    "--attention_option=kl_wieght=0.5\n")
-    with pytest.raises(common.FlagError, match="kl_wieght"):
+    with pytest.raises(xflags.FlagError, match="kl_wieght"):
         parse(translate, [f"--flagfile={bad}"])
     bad.write_text("# refused by the model\n--profile=paper\n--model=transformer\n"
                    "--attention=structured\n")
     fv = parse(translate, [f"--flagfile={bad}"])
     with pytest.raises(ValueError, match="attention"):
-        common.build_model(model_config(translate, fv))
+        build_model(model_config(translate, fv))
 
 
 def test_every_table_flagfile_exists_and_every_flagfile_is_in_a_table():

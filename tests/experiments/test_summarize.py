@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from acvi_tf.tasks import summarization as summarize_task
 from experiments import summarize, tables
 from tests.data.test_cnndm import _record, _write_bin
 
@@ -164,7 +165,7 @@ def test_train_stream_follows_the_phases_and_resumes(tmp_path):
         article, abstract = _pair(rng)
         store.add(article, cnndm.abstract2sents(abstract))
     phases = PhaseSchedule([(3, 5, 4), (6, 30, 10)], 2)
-    stream = summarize.TrainStream(store, 4, phases, seed=3)
+    stream = summarize_task.TrainStream(store, 4, phases, seed=3)
     batches = []
     it = iter(stream)
     for step in range(8):
@@ -177,7 +178,7 @@ def test_train_stream_follows_the_phases_and_resumes(tmp_path):
     assert max(b["src"].shape[1] for b in batches[3:]) > 5  # the second phase is longer
     # 10 pairs, batches of 4: two batches an epoch, every epoch a new permutation.
     assert state == {"epoch": 2, "index": 4, "step": 5}
-    resumed = summarize.TrainStream(store, 4, phases, seed=3)
+    resumed = summarize_task.TrainStream(store, 4, phases, seed=3)
     resumed.load_state_dict(state)
     rit = iter(resumed)
     for b in batches[5:]:

@@ -1,4 +1,4 @@
-"""experiments/tables.py: every paper row with a registered system has a run (a flagfile
+"""experiments/tables/: every paper row with a registered system has a run (a flagfile
 per profile the table uses), every dry run prints every run's command, and the
 baselines' results land on their own rows."""
 
@@ -7,8 +7,12 @@ import os
 
 import pytest
 
-from experiments import common, summarize, tables
+from acvi_tf.tasks import summarization as summarize_task
+from experiments import tables
+from experiments.tables import table1_summarization  # noqa: F401  (tables.table1_summarization)
 from tests.experiments.test_flagfiles import cli_for, parse
+from experiments import flags as xflags
+from acvi_tf.tasks.base import system_name, system_names
 
 
 def _settings(flagfile, extra=()):
@@ -28,21 +32,21 @@ def _systems(runs):
 @pytest.mark.parametrize("table,profile", [("table4", "paper"), ("table4-cpu", "cpu")])
 def test_table4_has_a_run_for_every_row(table, profile):
     runs = _systems(tables.TABLES[table])
-    have = {(common.system_name(fv), fv.src, fv.tgt, fv.dataset) for fv in runs.values()}
+    have = {(system_name(xflags.model_config_from_flags(fv)), fv.src, fv.tgt, fv.dataset) for fv in runs.values()}
     assert {fv.profile for fv in runs.values()} == {profile}
-    for method in tables.TABLE4_METHODS:
-        assert method in common.system_names(), method  # every row is implemented here
+    for system in tables.TABLE4_SYSTEMS:
+        assert system in system_names(), system  # every row is implemented here
         if table == "table4":
             for src, tgt in tables.PAPER_TABLE4:
-                assert (method, src, tgt, tables.DATASET_OF[(src, tgt)]) in have, (method, src)
+                assert (system, src, tgt, tables.DATASET_OF[(src, tgt)]) in have, (system, src)
         else:
-            assert (method, "en", "de", "multi30k") in have, method
+            assert (system, "en", "de", "multi30k") in have, system
 
 
 @pytest.mark.parametrize("table", ["table3", "table3-cpu"])
 def test_table3_has_a_run_for_every_row(table):
     runs = _systems(tables.TABLES[table])
-    systems = {common.system_name(fv) for fv in runs.values()}
+    systems = {system_name(xflags.model_config_from_flags(fv)) for fv in runs.values()}
     assert set(tables.PAPER_TABLE3) <= systems
     assert {fv.profile for fv in runs.values()} == {"cpu" if table.endswith("cpu") else "paper"}
 
@@ -53,7 +57,7 @@ def test_table1_has_a_run_for_every_row(table, profile):
     assert {fv.profile for fv in runs.values()} == {profile}
     keys = []
     for fv in runs.values():
-        system = summarize._system(fv).removeprefix("seq2seq-")
+        system = summarize_task.system_of(xflags.model_config_from_flags(fv)).removeprefix("seq2seq-")
         vocab = fv.vocab_size if fv.head == "softmax" else None
         keys.append((system, fv.head, False, vocab))  # a coverage run is evaluated before it too
         if fv.coverage and fv.coverage_steps:
@@ -64,13 +68,13 @@ def test_table1_has_a_run_for_every_row(table, profile):
             continue
         if profile == "cpu" and key[1] == "softmax" and key[0] == "soft":
             continue  # the 50K/150K-vocabulary seq2seq rows are paper-scale only
-        assert any(tables._match(k, key) for k in keys), (table, name)
+        assert any(tables.table1_summarization._match(k, key) for k in keys), (table, name)
 
 
 def test_table5_decodes_every_row_with_a_table1_model():
     table1 = {name: flagfile for name, flagfile, _ in tables.TABLES["table1"]}
     names = [name for name, _, _ in tables.TABLES["table5"]]
-    systems = {summarize._system(_settings(table1[n])) for n in names}
+    systems = {summarize_task.system_of(xflags.model_config_from_flags(_settings(table1[n]))) for n in names}
     assert set(tables.PAPER_TABLE5) == systems
 
 
@@ -128,12 +132,12 @@ def test_table4_baselines_render_on_their_rows():
     header = [c.strip() for c in text.split("\n")[2].strip("|").split("|")]
     col = {h: i for i, h in enumerate(header)}
 
-    def row(direction, method):
+    def row(direction, system):
         for line in text.split("\n"):
             cells = [c.strip() for c in line.strip("|").split("|")]
-            if cells[:2] == [direction, method]:
+            if cells[:2] == [direction, system]:
                 return cells
-        raise AssertionError((direction, method))
+        raise AssertionError((direction, system))
     ved = row("En→Vi", "VED (Bahuleyan et al. 2018)")
     assert ved[col["ours, paper profile: test"]] == "4.00"
     assert ved[col["paper (Table 4): test"]] == "25.31"
@@ -177,9 +181,9 @@ def test_table1_rows_of_latents_and_the_transformer_are_their_own():
 
 
 def test_rows_without_an_implementation_say_so():
-    assert tables._not_run("structured") == "not run"
-    assert tables._not_run("lead-3") == "not run"
-    assert tables._not_run("no-such-system") == "not implemented here"
+    assert tables.not_run("structured") == "not run"
+    assert tables.not_run("lead-3") == "not run"
+    assert tables.not_run("no-such-system") == "not implemented here"
     text = tables.table3([_fake(task="caption", system="some-new-variant", profile="smoke",
                                 scores={}, synthetic_features=True)])
     assert _row(text, "Structured attention")[-1] == "not run"

@@ -11,8 +11,8 @@ import sys
 import pytest
 from absl import flags
 
-from experiments import common, tables, translate
-
+from experiments import tables, translate
+from experiments import flags as xflags
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _EN_DE = {"a": "ein", "man": "mann", "woman": "frau", "dog": "hund", "cat": "katze",
@@ -163,25 +163,25 @@ def test_shared_flags_profiles_and_attention_options(tmp_path):
     fv = _fresh_flags()
     fv(["prog", f"--flagfile={flagfile}", "--batch_size=3", "--attention_option=kl_weight=0.5",
         "--attention=acvi"])
-    common.apply_profile(translate.PROFILES, fv)
+    xflags.apply_profile(translate.PROFILES, fv)
     assert (fv.train_steps, fv.batch_size) == (7, 3)
     assert (fv.encoder_layers, fv.optimizer, fv.lr_decay, fv.beam_width) == (2, "sgd", "luong", 10)
-    config = common.model_config_from_flags(fv, src_vocab_size=10, tgt_vocab_size=11)
+    config = xflags.model_config_from_flags(fv, src_vocab_size=10, tgt_vocab_size=11)
     assert config.attention_options == {"kl_weight": 0.5} and config.decoder_layers == 2
-    train = common.train_config_from_flags("/tmp/x", fv)
+    train = xflags.train_config_from_flags("/tmp/x", fv)
     assert (train.optimizer, train.learning_rate, train.train_steps) == ("sgd", 1.0, 7)
 
-    assert common.parse_attention_options(["a=1", "b='x'", "c=bound", "d=[1, 2]"]) == \
+    assert xflags.parse_attention_options(["a=1", "b='x'", "c=bound", "d=[1, 2]"]) == \
         {"a": 1, "b": "x", "c": "bound", "d": [1, 2]}
-    with pytest.raises(common.FlagError, match="^--attention_option: 'kl_weight' is not"):
-        common.parse_attention_options(["kl_weight"])
-    with pytest.raises(common.FlagError, match="^--attention_option: bogus not an option"):
-        common.parse_attention_options(["bogus=1"], "acvi")
+    with pytest.raises(xflags.FlagError, match="^--attention_option: 'kl_weight' is not"):
+        xflags.parse_attention_options(["kl_weight"])
+    with pytest.raises(xflags.FlagError, match="^--attention_option: bogus not an option"):
+        xflags.parse_attention_options(["bogus=1"], "acvi")
     fv = _fresh_flags()
     fv(["prog", "--optimizer=adam", "--lr_decay=luong", "--profile=smoke"])
-    common.apply_profile(translate.PROFILES, fv)
-    with pytest.raises(common.FlagError, match="^--lr_decay"):
-        common.train_config_from_flags("/tmp/x", fv)
+    xflags.apply_profile(translate.PROFILES, fv)
+    with pytest.raises(xflags.FlagError, match="^--lr_decay"):
+        xflags.train_config_from_flags("/tmp/x", fv)
 
 
 def _fake_run(root, name, **fields):

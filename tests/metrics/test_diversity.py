@@ -6,7 +6,7 @@ import math
 import pytest
 
 from acvi_tf.metrics import diversity
-from experiments import common
+from acvi_tf.runs import finish_results
 
 CORPUS = ["a b a c", "a b", "", "d"]
 # unigrams: a a a b b c d -> 7 tokens, 4 distinct
@@ -54,7 +54,7 @@ def test_finish_results_adds_diversity_next_to_every_decode(tmp_path):
             "splits": {"val": {"decode_file": str(tsv)},
                        "test": {"decode_file": str(txt), "diversity": done}}}
     logged = []
-    results = common.finish_results(str(tmp_path), data, logged.append)
+    results = finish_results(str(tmp_path), data, logged.append)
     expected = diversity.diversity(CORPUS)
     assert results["diversity"] == pytest.approx(expected)
     assert results["splits"]["val"]["diversity"] == pytest.approx(expected)  # clip ids dropped

@@ -72,14 +72,15 @@ def test_gru_decoder_learns_and_beam_score_is_the_forced_likelihood(attention):
 
 
 def test_decoder_cell_flag_reaches_the_model_config():
-    from experiments import common, translate
+    from experiments import flags as xflags
+    from experiments import translate
     fv = flags.FlagValues()
     translate.define_flags(fv)
     fv(["prog", "--decoder_cell=gru", "--latent=vrnmt", "--latent_option=latent_dim=4"])
-    config = common.model_config_from_flags(fv, src_vocab_size=10, tgt_vocab_size=11)
+    config = xflags.model_config_from_flags(fv, src_vocab_size=10, tgt_vocab_size=11)
     assert (config.decoder_cell, config.latent, config.latent_options) == \
         ("gru", "vrnmt", {"latent_dim": 4})
-    assert "decoder_cell" in common.MODEL_FLAGS  # restored from model_dir in eval/decode
+    assert "decoder_cell" in xflags.MODEL_FLAGS  # restored from model_dir in eval/decode
     fv = flags.FlagValues()
     translate.define_flags(fv)
     with pytest.raises(flags.IllegalFlagValueError):

@@ -55,9 +55,10 @@ def test_word_dropout_is_refused_for_the_transformer(tmp_path, env):
 ])
 def test_seq2seq_only_flags_are_refused_for_the_transformer_in_process(argv, flag):
     from absl import flags
-    from experiments import common, translate
+    from experiments import flags as xflags
+    from experiments import translate
     fv = flags.FlagValues()
     translate.define_flags(fv)
     fv(["translate"] + argv)
-    with pytest.raises(common.FlagError, match=flag):
-        common.check_run_flags(fv)
+    with pytest.raises(xflags.FlagError, match=flag):
+        xflags.check_run_flags(fv)

@@ -1,10 +1,12 @@
-"""Flags and helpers shared by every task CLI (translation, summarization, captioning).
+"""The flags every task CLI has (translation, summarization, captioning), and flags -> configs.
 
 A task CLI calls :func:`define_flags` with its profiles (``{name: {flag: value}}``),
 then, in ``main``, :func:`apply_profile` (profile values become the defaults of
 the flags not given explicitly -- on the command line or in a ``--flagfile`` --
 so any explicit flag wins), and builds its configs with
-:func:`model_config_from_flags` / :func:`train_config_from_flags`.
+:func:`model_config_from_flags` / :func:`train_config_from_flags` /
+:func:`config_from_flags` (any config dataclass whose fields are flag names). The
+configs go to a task (:mod:`acvi_tf.tasks`), which never sees a flag.
 
 Every flag error names the flag: absl reports bad enum/number values itself
 (``flag --score=foo: value should be one of ...``); the checks here raise
@@ -14,13 +16,22 @@ Every flag error names the flag: absl reports bad enum/number values itself
 import ast
 import dataclasses
 import inspect
-import json
 import os
-import shlex
 import sys
-import time
 
 from absl import app, flags
+
+from acvi_tf import attention as attention_lib
+from acvi_tf import latent as latent_lib
+from acvi_tf.data.sources import DataError
+from acvi_tf.models import model_names
+from acvi_tf.models.decoder import CELLS
+from acvi_tf.models.seq2seq import ModelConfig
+from acvi_tf.runs import (ConfigError, RunError, command_line, load_run_config,
+                          save_run_config, update_results)
+from acvi_tf.tasks.base import DecodeConfig, RunInfo
+from acvi_tf.training.trainer import TrainConfig
+from acvi_tf.training.trainer import make_strategy as _make_strategy
 
 FLAGS = flags.FLAGS
 
@@ -58,20 +69,17 @@ class FlagError(app.UsageError):
 
 def model_choices():
     """The ``--model`` choices: the model registry."""
-    from acvi_tf.models import model_names
     return list(model_names())
 
 
 def latent_choices():
     """The ``--latent`` choices: the latent registry."""
-    from acvi_tf import latent
-    return list(latent.available())
+    return list(latent_lib.available())
 
 
 def attention_choices():
     """The ``--attention`` choices: the registry, never a hand-written list."""
-    from acvi_tf import attention
-    return list(attention.available())
+    return list(attention_lib.available())
 
 
 def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
@@ -146,7 +154,6 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                          flag_values=fv)
     flags.DEFINE_integer("decoder_layers", d.decoder_layers, "Stacked decoder LSTM layers.",
                          lower_bound=1, flag_values=fv)
-    from acvi_tf.models.decoder import CELLS
     flags.DEFINE_enum("decoder_cell", d.decoder_cell, CELLS, "Decoder recurrent cell: lstm, "
                       "or gru (Cho et al.'s, as VRNMT's Eqs. 22-25).", flag_values=fv)
     flags.DEFINE_integer("attention_units", d.attention_units, "Additive score size.",
@@ -222,12 +229,10 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
 
 
 def _model_defaults():
-    from acvi_tf.models.seq2seq import ModelConfig
     return ModelConfig()
 
 
 def _train_defaults():
-    from acvi_tf.training.trainer import TrainConfig
     return TrainConfig(model_dir="")
 
 
@@ -302,7 +307,6 @@ def parse_options(values, flag, allowed=None, owner=""):
 
 
 def _latent_class(latent):
-    from acvi_tf import latent as latent_lib
     if latent not in latent_lib.available():
         raise FlagError("latent", f"{latent!r}: choose one of {', '.join(latent_lib.available())}")
     return latent_lib.LATENTS.get(latent)
@@ -321,13 +325,11 @@ def _constructor_options(cls):
 
 def variant_options(attention):
     """The named constructor parameters of an attention variant (its options)."""
-    from acvi_tf import attention as attention_lib
     return _constructor_options(attention_lib.get_attention(attention))
 
 
 def model_config_from_flags(flag_values=FLAGS, **task_fields):
     """A :class:`ModelConfig` from the model flags plus task fields (vocab sizes...)."""
-    from acvi_tf.models.seq2seq import ModelConfig
     fv = flag_values
     options = parse_attention_options(fv.attention_option, fv.attention)
     if fv.dropout >= 1.0:
@@ -344,25 +346,7 @@ def model_config_from_flags(flag_values=FLAGS, **task_fields):
         latent_options=parse_latent_options(fv.latent_option, fv.latent), **task_fields)
 
 
-def system_name(flag_values=FLAGS):
-    """The row name of a run: the attention variant, the latent, or the architecture."""
-    fv = flag_values
-    if fv.model != "seq2seq":
-        return fv.model
-    if fv.latent:  # VED's row is its latent over soft attention
-        return fv.latent if fv.attention == "soft" else f"{fv.latent}+{fv.attention}"
-    return fv.attention
-
-
-def system_names():
-    """Every row name :func:`system_name` can give for a single component."""
-    from acvi_tf import attention, latent
-    return (set(attention.available()) | set(latent.available())
-            | set(model_choices()) - {"seq2seq"})
-
-
 def train_config_from_flags(model_dir, flag_values=FLAGS):
-    from acvi_tf.training.trainer import TrainConfig
     fv = flag_values
     if fv.optimizer != "sgd" and fv.lr_decay != "none":
         raise FlagError("lr_decay", f"{fv.lr_decay!r} is the SGD step decay; use it with "
@@ -378,8 +362,23 @@ def train_config_from_flags(model_dir, flag_values=FLAGS):
 
 
 def make_strategy(flag_values=FLAGS):
-    from acvi_tf.training.trainer import make_strategy as make
-    return make(flag_values.strategy, flag_values.num_devices or None)
+    return _make_strategy(flag_values.strategy, flag_values.num_devices or None)
+
+
+def config_from_flags(cls, flag_values=FLAGS, **overrides):
+    """A config dataclass whose fields are flag names, from the flags (and ``overrides``)."""
+    values = {f.name: flag_values[f.name].value for f in dataclasses.fields(cls)
+              if f.name in flag_values and f.name not in overrides}
+    return cls(**values, **overrides)
+
+
+def decode_config_from_flags(flag_values=FLAGS):
+    return config_from_flags(DecodeConfig, flag_values)
+
+
+def run_info(module, flag_values=FLAGS):
+    """What results.json records of this run: profile, command line, argv."""
+    return RunInfo(profile=flag_values.profile, command=command_line(module), argv=sys.argv)
 
 
 def check_run_flags(flag_values=FLAGS):
@@ -409,22 +408,10 @@ def check_run_flags(flag_values=FLAGS):
                         f"--optimizer=sgd (got --optimizer={fv.optimizer})")
 
 
-def log(message):
-    """Progress and diagnostics go to stderr (stdout carries scores and decodes)."""
-    print(message, file=sys.stderr, flush=True)
-
-
 def require_model_dir(flag_values=FLAGS):
     if not flag_values.model_dir:
         raise FlagError("model_dir", "is required (where the checkpoints and results go)")
     return os.path.abspath(flag_values.model_dir)
-
-
-def decode_options(flag_values=FLAGS, final=True):
-    fv = flag_values
-    return {"beam_width": fv.beam_width if final else fv.eval_beam_width,
-            "max_length": fv.decode_max_length, "min_length": fv.min_length,
-            "length_normalization": fv.length_normalization, "alpha": fv.alpha}
 
 
 # ---------------------------------------------------------------------------
@@ -453,127 +440,20 @@ def restore_saved_flags(saved, names, flag_values=FLAGS):
         fv.set_default(name, saved[name])
 
 
-def command_line(module, argv=None):
-    """The exact command that ran, as a shell-quoted string."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    return " ".join(["python", "-m", module] + [shlex.quote(a) for a in argv])
-
-
-def save_json(path, obj):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def load_json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def _jsonable(obj):
-    if dataclasses.is_dataclass(obj):
-        return dataclasses.asdict(obj)
-    if hasattr(obj, "item"):
-        return obj.item()
-    return str(obj)
-
-
-def update_results(model_dir, **fields):
-    """Merges ``fields`` into ``model_dir/results.json`` (created if absent)."""
-    path = os.path.join(model_dir, "results.json")
-    results = load_json(path) if os.path.exists(path) else {}
-    for key, value in fields.items():
-        if isinstance(value, dict) and isinstance(results.get(key), dict):
-            results[key] = {**results[key], **value}
-        else:
-            results[key] = value
-    save_json(path, results)
-    return results
-
-
-class Stopwatch:
-    def __init__(self):
-        self.start = time.time()
-
-    def seconds(self):
-        return time.time() - self.start
-
-
-def latest_checkpoint(model_dir):
-    import tensorflow as tf
-    return tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
-
-
-def restore_model(model, model_dir, build_batch):
-    """Builds ``model`` on ``build_batch`` and restores the Trainer's latest checkpoint.
-
-    The Trainer saves ``tf.train.Checkpoint(model=..., optimizer=..., step=...)``;
-    Keras 3 models are reached through the optimizer's variable list in that
-    object graph (a ``Checkpoint(model=model)`` alone restores nothing), so the
-    optimizer is rebuilt as in training (``train_config.json``) over the model's
-    trainable variables, and every restored weight is checked against the file.
-    Returns the step stored with the checkpoint. Raises ``FileNotFoundError``
-    naming the directory when there is no checkpoint.
-    """
-    import numpy as np
-    import tensorflow as tf
-    from acvi_tf.training.trainer import TrainConfig, make_optimizer
-    path = latest_checkpoint(model_dir)
-    if path is None:
-        raise FileNotFoundError(f"no checkpoint in {os.path.join(model_dir, 'ckpt')}; train "
-                                f"first (--mode=train or the default --mode=train_eval)")
-    model.build_for_checkpoint({k: tf.convert_to_tensor(v) for k, v in build_batch.items()})
-    config_path = os.path.join(model_dir, "train_config.json")
-    saved = load_json(config_path) if os.path.exists(config_path) else {}
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
-    train_config = TrainConfig(**{k: v for k, v in saved.items() if k in known
-                                  and k != "model_dir"}, model_dir=model_dir)
-    optimizer = make_optimizer(train_config)
-    optimizer.build(model.trainable_variables)
-    step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    status = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(path)
-    status.expect_partial()
-    status.assert_existing_objects_matched()
-    reader = tf.train.load_checkpoint(path)
-    keys = set(reader.get_variable_to_shape_map())
-    for i, v in enumerate(model.trainable_variables):
-        key = f"optimizer/_trainable_variables/{i}/.ATTRIBUTES/VARIABLE_VALUE"
-        if key in keys and not np.array_equal(reader.get_tensor(key), v.numpy()):
-            raise RuntimeError(f"{path}: weight {v.path} was not restored; the checkpoint "
-                               f"does not match this model")
-    return int(step.numpy())
-
-
-# ---------------------------------------------------------------------------
-# One run directory, every task: settings, model, data protocol, batched decoding
-# ---------------------------------------------------------------------------
-
-def save_run_config(model_dir, module, names, extra=None, flag_values=FLAGS):
+def save_flags(model_dir, module, names, extra=None, flag_values=FLAGS):
     """Writes ``run_config.json`` and ``flags.txt`` (a flagfile that reproduces the run,
     after the profile was applied) into ``model_dir``."""
     fv = flag_values
     resolved = flag_dict(names, fv)
     resolved.update(extra or {})
-    save_json(os.path.join(model_dir, "run_config.json"),
-              {"flags": resolved, "profile": fv.profile, "command": command_line(module)})
-    with open(os.path.join(model_dir, "flags.txt"), "w", encoding="utf-8") as f:
-        f.write(f"--profile={fv.profile}\n")
-        for name in names:
-            for line in fv[name].serialize().split("\n"):
-                if line:
-                    f.write(line + "\n")
+    lines = [line for name in names for line in fv[name].serialize().split("\n") if line]
+    save_run_config(model_dir, resolved, fv.profile, command_line(module), lines)
 
 
 def restore_run_config(model_dir, flag_values=FLAGS):
     """Adopts the saved profile of ``model_dir``; returns the saved run config or None."""
-    path = os.path.join(model_dir, "run_config.json")
-    if not os.path.exists(path):
-        return None
-    saved = load_json(path)
-    if not explicit("profile", flag_values) and saved.get("profile"):
+    saved = load_run_config(model_dir)
+    if saved and not explicit("profile", flag_values) and saved.get("profile"):
         flag_values.set_default("profile", saved["profile"])
     return saved
 
@@ -603,204 +483,47 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
     return saved
 
 
-def build_model(config):
-    """The model a config names (``config.model`` when the config has it)."""
+def run_guarded(body, errors=()):
+    """Runs a CLI's mode, turning the package's exceptions into the CLI's: a bad
+    setting (:class:`ConfigError`) into a :class:`FlagError` naming the flag, missing
+    data or files into ``error: ...`` exits. ``errors`` adds (exception types, prefix)."""
     try:
-        from acvi_tf.models import build_model as build
-    except ImportError:
-        build = None
-    if build is not None:
-        return build(config)
-    from acvi_tf.models.seq2seq import Seq2Seq
-    return Seq2Seq(config)
+        return body()
+    except ConfigError as e:
+        raise FlagError(e.field, e.detail) from None
+    except DataError as e:
+        raise SystemExit(f"error: data missing or malformed: {e}") from None
+    except (FileNotFoundError, RunError) as e:
+        raise SystemExit(f"error: {e}") from None
+    except Exception as e:  # noqa: BLE001  (only the types the CLI named)
+        for types, prefix in errors:
+            if isinstance(e, types):
+                raise SystemExit(f"error: {prefix}{e}") from None
+        raise
 
 
-def check_model_config(model_dir, config):
-    """Saves ``model_config.json``; a resumed run must not change the model."""
-    from acvi_tf.models.seq2seq import ModelConfig
-    path = os.path.join(model_dir, "model_config.json")
-    if os.path.exists(path):
-        saved = ModelConfig.from_dict(load_json(path))
-        if saved != config:
-            raise FlagError("model_dir", f"{model_dir} holds a model with a different "
-                            f"configuration ({path}); use a new --model_dir")
-    save_json(path, config.__dict__)
+def check_partial_data(complete, lines, what, how_to_get, flag_values=FLAGS, extra=""):
+    """Stops training on missing or partial data unless --allow_partial_data."""
+    fv = flag_values
+    if not complete and not fv.allow_partial_data:
+        print("\n".join(lines), file=sys.stderr, flush=True)
+        raise SystemExit(
+            f"error: the {what} files above are missing or partial copies, and "
+            f"--profile={fv.profile} needs the full data (the results would not be "
+            f"comparable). Get them: {how_to_get}.{extra}")
 
 
-def load_model(model_dir, build_batch):
-    """Rebuilds the model saved in ``model_dir`` and restores its latest checkpoint;
-    returns ``(model, step)``."""
-    from acvi_tf.models.seq2seq import ModelConfig
-    path = os.path.join(model_dir, "model_config.json")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} not found: --model_dir={model_dir} holds no trained "
-                                f"model (train it first)")
-    model = build_model(ModelConfig.from_dict(load_json(path)))
-    step = restore_model(model, model_dir, build_batch)
-    return model, step
-
-
-def warm_start_fn(init_from, model_dir, build_batch, log=log):
-    """The Trainer's ``warm_start`` for ``--init_from`` (None without it): loads the run
-    in ``init_from`` and copies every variable whose name and shape match
-    (:mod:`acvi_tf.training.warm_start`). Vocabulary files present in both run
-    directories must be identical, so that the copied embeddings mean the same words."""
-    if not init_from:
+def train(task, model_dir, save, flag_values=FLAGS):
+    """Trains ``task`` with the model, training and strategy flags; ``save()`` writes the
+    run's settings once the model config is checked. --mode=train stops there (its
+    training info goes to results.json) and gives None; otherwise ``(model, evaluator,
+    info, model config)`` for the evaluation."""
+    fv = flag_values
+    config = task.model_config(model_config_from_flags(fv))
+    model, evaluator, info = task.train(model_dir, config,
+                                        train_config_from_flags(model_dir, fv),
+                                        make_strategy(fv), before_training=save)
+    if fv.mode == "train":
+        update_results(model_dir, **info)
         return None
-    for name in sorted(os.listdir(model_dir)):
-        theirs = os.path.join(init_from, name)
-        if name.startswith("vocab") and os.path.isfile(theirs):
-            with open(os.path.join(model_dir, name), "rb") as a, open(theirs, "rb") as b:
-                if a.read() != b.read():
-                    raise FlagError("init_from", f"{theirs} differs from {model_dir}/{name}: "
-                                    f"the runs do not share a vocabulary")
-
-    def warm_start(model):
-        from acvi_tf.training.warm_start import copy_matching
-        source, step = load_model(init_from, build_batch)
-        loaded, skipped = copy_matching(source, model)
-        log(f"warm start from {init_from} (step {step}): {len(loaded)} variables loaded, "
-            f"{len(skipped)} kept fresh" + (f" ({', '.join(sorted(skipped))})" if skipped
-                                             else ""))
-        return {"init_from": init_from, "init_from_step": step, "loaded": len(loaded),
-                "kept_fresh": sorted(skipped)}
-    return warm_start
-
-
-def resumable_train_data(make_iterator, transform=None):
-    """The Trainer's data protocol over an iterator with ``state_dict``/``load_state_dict``.
-
-    ``make_iterator()`` gives a fresh iterator; the Trainer hands back the
-    position saved with a checkpoint, and the run continues from there.
-    """
-    def train_data(position):
-        it = make_iterator()
-        if position:
-            it.load_state_dict(position)
-        for batch in it:
-            yield (transform(batch) if transform else batch), it.state_dict()
-    return train_data
-
-
-def decode_in_batches(decode_fn, lengths, make_batch, batch_size, attention_for=()):
-    """Decodes items in length-sorted batches (less padding) and returns them in input order.
-
-    ``make_batch(indices)`` builds the model batch of those items; ``decode_fn``
-    returns ``ids`` [B, T], ``lengths`` [B] and optionally ``attention``
-    [B, T, N] of the best hypothesis. Items of length 0 decode to ``[]``.
-    Returns ``(hyp_ids, attention)``: a list of id lists and ``{index: [hyp_len,
-    src_len] array}`` for the indices in ``attention_for``.
-    """
-    import numpy as np
-    lengths = np.asarray(lengths)
-    order = np.argsort(-lengths, kind="stable")  # longest first: a slow batch shows early
-    hyp_ids = [[] for _ in range(len(lengths))]
-    attention = {}
-    wanted = set(attention_for)
-    todo = [i for i in order if lengths[i] > 0]
-    for start in range(0, len(todo), batch_size):
-        idx = todo[start:start + batch_size]
-        out = decode_fn(make_batch(idx))
-        ids = out["ids"].numpy()
-        lens = out["lengths"].numpy()
-        att = out["attention"].numpy() if "attention" in out and wanted else None
-        for row, i in enumerate(idx):
-            hyp_ids[i] = ids[row, :lens[row]].tolist()
-            if att is not None and i in wanted:
-                attention[i] = att[row, :max(int(lens[row]), 1), :lengths[i]]
-    return hyp_ids, attention
-
-
-def best_hypothesis_decoder(model, input_signature, beam_width=1, max_length=50, min_length=0,
-                            length_normalization="none", alpha=0.6):
-    """A tf.function batch -> best hypothesis (``ids``, ``lengths``, ``attention``)."""
-    import tensorflow as tf
-
-    def decode(batch):
-        out = model.decode(batch, beam_width=beam_width, max_length=max_length,
-                           min_length=min_length, length_normalization=length_normalization,
-                           alpha=alpha)
-        ids, lengths, attention = out["ids"], out["lengths"], out.get("attention")
-        if beam_width > 1:
-            ids, lengths = ids[:, 0], lengths[:, 0]
-            attention = attention[:, 0] if attention is not None else None
-        result = {"ids": ids, "lengths": lengths}
-        if attention is not None:
-            result["attention"] = attention
-        return result
-
-    return tf.function(decode, input_signature=[input_signature])
-
-
-def add_diversity(data, log=None):
-    """Puts ``diversity`` (entropy, distinct-1/2 of Bahuleyan et al. 2018:
-    :mod:`acvi_tf.metrics.diversity`) next to every ``decode_file`` in a results
-    dict (at any depth) that has none yet, computed over the file's lines (the
-    text after the first tab in a ``.tsv``: caption decodes are ``clip<TAB>text``),
-    whitespace-tokenized. Every task's results get it this way."""
-    from acvi_tf.metrics import diversity
-
-    def visit(node, where):
-        if not isinstance(node, dict):
-            return
-        path = node.get("decode_file")
-        if isinstance(path, str) and "diversity" not in node and os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                lines = [line.rstrip("\n") for line in f]
-            if path.endswith(".tsv"):
-                lines = [line.split("\t", 1)[-1] for line in lines]
-            node["diversity"] = diversity.diversity(lines)
-            if log:
-                log(f"{where or 'decode'} diversity: "
-                    f"{diversity.format_diversity(node['diversity'])}")
-        for key, value in node.items():
-            visit(value, f"{where}.{key}" if where else key)
-
-    visit(data, "")
-    return data
-
-
-def finish_results(model_dir, data, log=None):
-    """Merges a run's results into ``results.json``, adding the total wall time and
-    the diversity of every decode (:func:`add_diversity`)."""
-    path = os.path.join(model_dir, "results.json")
-    previous = load_json(path) if os.path.exists(path) else {}
-    train_seconds = data.get("train_wall_time_sec", previous.get("train_wall_time_sec", 0.0))
-    data = dict(data, wall_time_sec=train_seconds + data.get("eval_wall_time_sec", 0.0))
-    add_diversity(data, log)
-    results = update_results(model_dir, **data)
-    if log:
-        log(f"results: {path}")
-    return results
-
-
-# ---------------------------------------------------------------------------
-# Results tables
-# ---------------------------------------------------------------------------
-
-def markdown_table(headers, rows, align=None):
-    """A GitHub markdown table; ``align`` is a string of 'l'/'r'/'c' per column."""
-    headers = [str(h) for h in headers]
-    align = align or "l" * len(headers)
-    marks = {"l": ":---", "r": "---:", "c": ":---:"}
-    lines = ["| " + " | ".join(headers) + " |",
-             "|" + "|".join(marks[a] for a in align) + "|"]
-    for row in rows:
-        if len(row) != len(headers):
-            raise ValueError(f"row {row} has {len(row)} cells, the table {len(headers)} columns")
-        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
-    return "\n".join(lines)
-
-
-def _cell(value):
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def write_text(path, text):
-    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text if text.endswith("\n") else text + "\n")
+    return model, evaluator, info, config

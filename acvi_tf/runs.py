@@ -1,0 +1,267 @@
+"""The run directory (``model_dir``): configs, checkpoints, ``results.json``.
+
+Everything a run needs to be rebuilt lives in its directory: ``model_config.json``
+(the architecture), ``train_config.json`` (the Trainer's), ``run_config.json`` and
+``flags.txt`` (the resolved settings of the CLI that made it), the Trainer's
+checkpoints (``ckpt/``) and ``results.json``. This module reads and writes them; it
+knows no flags and raises ordinary exceptions (:class:`ConfigError` names the
+setting at fault, so a CLI can report it as a flag error).
+"""
+
+import dataclasses
+import json
+import os
+import shlex
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from acvi_tf.metrics import diversity
+from acvi_tf.models import build_model
+from acvi_tf.models.seq2seq import ModelConfig
+from acvi_tf.training.trainer import TrainConfig, make_optimizer
+from acvi_tf.training.warm_start import copy_matching
+
+
+class ConfigError(ValueError):
+    """A bad setting; ``field`` names it (the CLI flag of the same name)."""
+
+    def __init__(self, field, message):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.detail = message
+
+
+class RunError(RuntimeError):
+    """A run cannot go on (e.g. no usable data was read); the message says why."""
+
+
+def log(message):
+    """Progress and diagnostics go to stderr (stdout carries scores and decodes)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+class Stopwatch:
+    def __init__(self):
+        self.start = time.time()
+
+    def seconds(self):
+        return time.time() - self.start
+
+
+def command_line(module, argv=None):
+    """The exact command that ran, as a shell-quoted string."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    return " ".join(["python", "-m", module] + [shlex.quote(a) for a in argv])
+
+
+# ---------------------------------------------------------------------------
+# JSON and text files
+# ---------------------------------------------------------------------------
+
+def save_json(path, obj):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def load_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _jsonable(obj):
+    if dataclasses.is_dataclass(obj):
+        return dataclasses.asdict(obj)
+    if hasattr(obj, "item"):
+        return obj.item()
+    return str(obj)
+
+
+def write_text(path, text):
+    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text if text.endswith("\n") else text + "\n")
+
+
+def load_results(model_dir):
+    """``model_dir/results.json`` ({} when there is none)."""
+    path = os.path.join(model_dir, "results.json")
+    return load_json(path) if os.path.exists(path) else {}
+
+
+def update_results(model_dir, **fields):
+    """Merges ``fields`` into ``model_dir/results.json`` (created if absent)."""
+    path = os.path.join(model_dir, "results.json")
+    results = load_json(path) if os.path.exists(path) else {}
+    for key, value in fields.items():
+        if isinstance(value, dict) and isinstance(results.get(key), dict):
+            results[key] = {**results[key], **value}
+        else:
+            results[key] = value
+    save_json(path, results)
+    return results
+
+
+def add_diversity(data, log=None):
+    """Puts ``diversity`` (entropy, distinct-1/2 of Bahuleyan et al. 2018:
+    :mod:`acvi_tf.metrics.diversity`) next to every ``decode_file`` in a results
+    dict (at any depth) that has none yet, computed over the file's lines (the
+    text after the first tab in a ``.tsv``: caption decodes are ``clip<TAB>text``),
+    whitespace-tokenized. Every task's results get it this way."""
+    def visit(node, where):
+        if not isinstance(node, dict):
+            return
+        path = node.get("decode_file")
+        if isinstance(path, str) and "diversity" not in node and os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                lines = [line.rstrip("\n") for line in f]
+            if path.endswith(".tsv"):
+                lines = [line.split("\t", 1)[-1] for line in lines]
+            node["diversity"] = diversity.diversity(lines)
+            if log:
+                log(f"{where or 'decode'} diversity: "
+                    f"{diversity.format_diversity(node['diversity'])}")
+        for key, value in node.items():
+            visit(value, f"{where}.{key}" if where else key)
+
+    visit(data, "")
+    return data
+
+
+def finish_results(model_dir, data, log=None):
+    """Merges a run's results into ``results.json``, adding the total wall time and
+    the diversity of every decode (:func:`add_diversity`)."""
+    path = os.path.join(model_dir, "results.json")
+    previous = load_json(path) if os.path.exists(path) else {}
+    train_seconds = data.get("train_wall_time_sec", previous.get("train_wall_time_sec", 0.0))
+    data = dict(data, wall_time_sec=train_seconds + data.get("eval_wall_time_sec", 0.0))
+    add_diversity(data, log)
+    results = update_results(model_dir, **data)
+    if log:
+        log(f"results: {path}")
+    return results
+
+
+# ---------------------------------------------------------------------------
+# Run settings
+# ---------------------------------------------------------------------------
+
+def save_run_config(model_dir, settings, profile, command, flagfile_lines):
+    """Writes ``run_config.json`` (the resolved settings, the profile, the command) and
+    ``flags.txt`` (a flagfile that reproduces the run, after the profile was applied)."""
+    save_json(os.path.join(model_dir, "run_config.json"),
+              {"flags": settings, "profile": profile, "command": command})
+    with open(os.path.join(model_dir, "flags.txt"), "w", encoding="utf-8") as f:
+        f.write(f"--profile={profile}\n")
+        for line in flagfile_lines:
+            f.write(line + "\n")
+
+
+def load_run_config(model_dir):
+    """The saved ``run_config.json`` of ``model_dir``, or None."""
+    path = os.path.join(model_dir, "run_config.json")
+    return load_json(path) if os.path.exists(path) else None
+
+
+def check_model_config(model_dir, config):
+    """Saves ``model_config.json``; a resumed run must not change the model."""
+    path = os.path.join(model_dir, "model_config.json")
+    if os.path.exists(path):
+        saved = ModelConfig.from_dict(load_json(path))
+        if saved != config:
+            raise ConfigError("model_dir", f"{model_dir} holds a model with a different "
+                              f"configuration ({path}); use a new --model_dir")
+    save_json(path, config.__dict__)
+
+
+def load_model_config(model_dir):
+    path = os.path.join(model_dir, "model_config.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} not found: --model_dir={model_dir} holds no trained "
+                                f"model (train it first)")
+    return ModelConfig.from_dict(load_json(path))
+
+
+# ---------------------------------------------------------------------------
+# Checkpoints
+# ---------------------------------------------------------------------------
+
+def latest_checkpoint(model_dir):
+    return tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
+
+
+def restore_model(model, model_dir, build_batch):
+    """Builds ``model`` on ``build_batch`` and restores the Trainer's latest checkpoint.
+
+    The Trainer saves ``tf.train.Checkpoint(model=..., optimizer=..., step=...)``;
+    Keras 3 models are reached through the optimizer's variable list in that
+    object graph (a ``Checkpoint(model=model)`` alone restores nothing), so the
+    optimizer is rebuilt as in training (``train_config.json``) over the model's
+    trainable variables, and every restored weight is checked against the file.
+    Returns the step stored with the checkpoint. Raises ``FileNotFoundError``
+    naming the directory when there is no checkpoint.
+    """
+    path = latest_checkpoint(model_dir)
+    if path is None:
+        raise FileNotFoundError(f"no checkpoint in {os.path.join(model_dir, 'ckpt')}; train "
+                                f"first (--mode=train or the default --mode=train_eval)")
+    model.build_for_checkpoint({k: tf.convert_to_tensor(v) for k, v in build_batch.items()})
+    config_path = os.path.join(model_dir, "train_config.json")
+    saved = load_json(config_path) if os.path.exists(config_path) else {}
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    train_config = TrainConfig(**{k: v for k, v in saved.items() if k in known
+                                  and k != "model_dir"}, model_dir=model_dir)
+    optimizer = make_optimizer(train_config)
+    optimizer.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    status = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(path)
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+    reader = tf.train.load_checkpoint(path)
+    keys = set(reader.get_variable_to_shape_map())
+    for i, v in enumerate(model.trainable_variables):
+        key = f"optimizer/_trainable_variables/{i}/.ATTRIBUTES/VARIABLE_VALUE"
+        if key in keys and not np.array_equal(reader.get_tensor(key), v.numpy()):
+            raise RuntimeError(f"{path}: weight {v.path} was not restored; the checkpoint "
+                               f"does not match this model")
+    return int(step.numpy())
+
+
+def load_model(model_dir, build_batch):
+    """Rebuilds the model saved in ``model_dir`` and restores its latest checkpoint;
+    returns ``(model, step)``."""
+    model = build_model(load_model_config(model_dir))
+    step = restore_model(model, model_dir, build_batch)
+    return model, step
+
+
+def warm_start_fn(init_from, model_dir, build_batch, log=log):
+    """The Trainer's ``warm_start`` for ``init_from`` (None without it): loads the run
+    in ``init_from`` and copies every variable whose name and shape match
+    (:mod:`acvi_tf.training.warm_start`). Vocabulary files present in both run
+    directories must be identical, so that the copied embeddings mean the same words."""
+    if not init_from:
+        return None
+    for name in sorted(os.listdir(model_dir)):
+        theirs = os.path.join(init_from, name)
+        if name.startswith("vocab") and os.path.isfile(theirs):
+            with open(os.path.join(model_dir, name), "rb") as a, open(theirs, "rb") as b:
+                if a.read() != b.read():
+                    raise ConfigError("init_from", f"{theirs} differs from {model_dir}/{name}: "
+                                      f"the runs do not share a vocabulary")
+
+    def warm_start(model):
+        source, step = load_model(init_from, build_batch)
+        loaded, skipped = copy_matching(source, model)
+        log(f"warm start from {init_from} (step {step}): {len(loaded)} variables loaded, "
+            f"{len(skipped)} kept fresh" + (f" ({', '.join(sorted(skipped))})" if skipped
+                                             else ""))
+        return {"init_from": init_from, "init_from_step": step, "loaded": len(loaded),
+                "kept_fresh": sorted(skipped)}
+    return warm_start

@@ -1,0 +1,222 @@
+"""What every task shares: the registry, the decoding settings, batched decoding,
+the Trainer's resumable data protocol and the one :class:`Evaluator` interface.
+
+A task (:mod:`acvi_tf.tasks.translation`, ``summarization``, ``captioning``) takes
+dataclass configs -- never flags -- and owns its data, its output head settings, its
+evaluation and ``data_status``. The CLIs under ``experiments/`` turn flags into
+those configs and pick the mode.
+"""
+
+import dataclasses
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from acvi_tf import attention, latent
+from acvi_tf.models import model_names
+from acvi_tf.registry import Registry
+
+TASKS = Registry("task")
+
+
+def register_task(name):
+    """``@register_task("translate")`` on a task class."""
+    return TASKS.register(name)
+
+
+def get_task(name):
+    return TASKS.get(name)
+
+
+@dataclasses.dataclass
+class DecodeConfig:
+    """Search settings of the final decode and of the validation during training."""
+    beam_width: int = 10                 # final dev/test decode and --mode=decode (1: greedy)
+    decode_max_length: int = 50          # most output tokens per hypothesis
+    min_length: int = 0                  # fewest output tokens before the end token
+    length_normalization: str = "none"   # beam score normalization: none, average, gnmt
+    alpha: float = 0.6                   # GNMT length penalty exponent
+    eval_beam_width: int = 1             # validation during training (1: greedy)
+    eval_subset: int = 0                 # validation decodes the first N dev examples (0: all)
+    decode_batch_size: int = 64          # examples per decoding batch
+
+    def options(self, final=True):
+        """Keyword arguments of ``model.decode`` (final decode, or validation)."""
+        return {"beam_width": self.beam_width if final else self.eval_beam_width,
+                "max_length": self.decode_max_length, "min_length": self.min_length,
+                "length_normalization": self.length_normalization, "alpha": self.alpha}
+
+
+@dataclasses.dataclass
+class RunInfo:
+    """What the results of a run record about how it was made."""
+    profile: str = ""        # the settings profile (paper, cpu, smoke)
+    command: str = ""        # the shell command that ran
+    argv: list = dataclasses.field(default_factory=list)
+
+
+def system_name(config):
+    """The table row (``system``) of a model config: the attention variant, the latent,
+    or the architecture."""
+    if config.model != "seq2seq":
+        return config.model
+    if config.latent:  # VED's row is its latent over soft attention
+        if config.attention == "soft":
+            return config.latent
+        return f"{config.latent}+{config.attention}"
+    return config.attention
+
+
+def system_names():
+    """Every row name :func:`system_name` can give for a single component."""
+    return (set(attention.available()) | set(latent.available())
+            | set(model_names()) - {"seq2seq"})
+
+
+class Task:
+    """A task: its data config (a dataclass of the task module), the decoding settings
+    and what the results record of the run; ``log`` takes progress lines."""
+
+    def __init__(self, config, decode=None, run=None, log=None):
+        self.config = config
+        self.decode = decode or DecodeConfig()
+        self.run = run or RunInfo()
+        self.log = log or _stderr
+
+    def model_config(self, arch):
+        """``arch`` (a ModelConfig of the architecture) completed with the task's
+        vocabulary sizes and ids (and feature size)."""
+        raise NotImplementedError
+
+    def train(self, model_dir, model_config, train_config, strategy=None,
+              before_training=None):
+        """Trains (resuming from ``model_dir``); returns ``(model, evaluator, info)``.
+        ``before_training()`` runs once the model config is checked against the run
+        directory (the CLI saves its settings there)."""
+        raise NotImplementedError
+
+
+def _stderr(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+class Evaluator:
+    """The one evaluation interface of every task.
+
+    ``eval_fn(model, step)`` is the Trainer's validation hook (TensorBoard scalars,
+    texts, images; at the last step it keeps ``final_diagnostics``, the dev
+    diagnostics that go into results.json). ``evaluate(model, step, model_dir)`` is the
+    final evaluation of a trained model; it returns the results fields of the task.
+    """
+
+    final_diagnostics = None
+
+    def eval_fn(self, model, step):
+        raise NotImplementedError
+
+    def evaluate(self, model, step, model_dir):
+        raise NotImplementedError
+
+
+def resumable_train_data(make_iterator, transform=None):
+    """The Trainer's data protocol over an iterator with ``state_dict``/``load_state_dict``.
+
+    ``make_iterator()`` gives a fresh iterator; the Trainer hands back the
+    position saved with a checkpoint, and the run continues from there.
+    """
+    def train_data(position):
+        it = make_iterator()
+        if position:
+            it.load_state_dict(position)
+        for batch in it:
+            yield (transform(batch) if transform else batch), it.state_dict()
+    return train_data
+
+
+def decode_in_batches(decode_fn, lengths, make_batch, batch_size, attention_for=()):
+    """Decodes items in length-sorted batches (less padding) and returns them in input order.
+
+    ``make_batch(indices)`` builds the model batch of those items; ``decode_fn``
+    returns ``ids`` [B, T], ``lengths`` [B] and optionally ``attention``
+    [B, T, N] of the best hypothesis. Items of length 0 decode to ``[]``.
+    Returns ``(hyp_ids, attention)``: a list of id lists and ``{index: [hyp_len,
+    src_len] array}`` for the indices in ``attention_for``.
+    """
+    lengths = np.asarray(lengths)
+    order = np.argsort(-lengths, kind="stable")  # longest first: a slow batch shows early
+    hyp_ids = [[] for _ in range(len(lengths))]
+    attention_out = {}
+    wanted = set(attention_for)
+    todo = [i for i in order if lengths[i] > 0]
+    for start in range(0, len(todo), batch_size):
+        idx = todo[start:start + batch_size]
+        out = decode_fn(make_batch(idx))
+        ids = out["ids"].numpy()
+        lens = out["lengths"].numpy()
+        att = out["attention"].numpy() if "attention" in out and wanted else None
+        for row, i in enumerate(idx):
+            hyp_ids[i] = ids[row, :lens[row]].tolist()
+            if att is not None and i in wanted:
+                attention_out[i] = att[row, :max(int(lens[row]), 1), :lengths[i]]
+    return hyp_ids, attention_out
+
+
+def best_hypothesis_decoder(model, input_signature, beam_width=1, max_length=50, min_length=0,
+                            length_normalization="none", alpha=0.6):
+    """A tf.function batch -> best hypothesis (``ids``, ``lengths``, ``attention``)."""
+
+    def decode(batch):
+        out = model.decode(batch, beam_width=beam_width, max_length=max_length,
+                           min_length=min_length, length_normalization=length_normalization,
+                           alpha=alpha)
+        ids, lengths, attention_probs = out["ids"], out["lengths"], out.get("attention")
+        if beam_width > 1:
+            ids, lengths = ids[:, 0], lengths[:, 0]
+            attention_probs = attention_probs[:, 0] if attention_probs is not None else None
+        result = {"ids": ids, "lengths": lengths}
+        if attention_probs is not None:
+            result["attention"] = attention_probs
+        return result
+
+    return tf.function(decode, input_signature=[input_signature])
+
+
+class BatchedDecoder:
+    """One traced best-hypothesis decoder per (model, search settings), cached: the
+    piece the three tasks' translator / summarizer / captioner share."""
+
+    def __init__(self, input_signature, batch_size=64):
+        self.input_signature = input_signature
+        self.batch_size = batch_size
+        self._decoders = {}
+
+    def decoder(self, model, opts, key=()):
+        k = (id(model), tuple(sorted(opts.items())), key)
+        if k not in self._decoders:
+            self._decoders[k] = best_hypothesis_decoder(model, self.input_signature, **opts)
+        return self._decoders[k]
+
+    def decode(self, model, opts, lengths, make_batch, attention_for=(), key=()):
+        return decode_in_batches(self.decoder(model, opts, key), lengths, make_batch,
+                                 self.batch_size, attention_for)
+
+
+def read_lines(path, stream):
+    """The lines of ``path`` (or of ``stream`` when path is empty), newline stripped."""
+    if path:
+        with open(path, encoding="utf-8") as f:
+            return [line.rstrip("\n") for line in f]
+    return [line.rstrip("\n") for line in stream]
+
+
+def write_output(path, texts, log=print, what="lines"):
+    """``texts`` one a line to ``path`` (stdout when empty)."""
+    text = "".join(t + "\n" for t in texts)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        log(f"wrote {len(texts)} {what} to {path}")
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()

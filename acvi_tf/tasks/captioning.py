@@ -1,0 +1,479 @@
+"""Video captioning on MSVD / Youtube2Text (Section 4.2, Appendix B, Table 3) as a task.
+
+The model is the one seq2seq machine over the 24 GoogLeNet frame features of a clip
+(``src`` [B, 24, 1024] with ``src_len``). :class:`CaptioningTask` owns the captions,
+the vocabulary and the feature store (or labelled SYNTHETIC features), the batching
+(:mod:`acvi_tf.data.batching`), and the evaluation: one beam-search caption per clip
+scored against all its references with pycocoevalcap (:class:`CaptioningEvaluator`).
+It takes a :class:`CaptioningConfig`, a :class:`~acvi_tf.tasks.base.DecodeConfig` and a
+:class:`~acvi_tf.tasks.base.RunInfo`.
+"""
+
+import dataclasses
+import os
+import warnings
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from acvi_tf import runs
+from acvi_tf.data import msvd, sources
+from acvi_tf.data import video_features as vf
+from acvi_tf.data.batching import Batches
+from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
+from acvi_tf.metrics.caption import ALL_METRICS, format_scores, score_captions
+from acvi_tf.models import build_model
+from acvi_tf.runs import ConfigError
+from acvi_tf.tasks.base import (Evaluator, Task, best_hypothesis_decoder,
+                                decode_in_batches, register_task, resumable_train_data,
+                                system_name)
+from acvi_tf.training import summaries
+from acvi_tf.training.diagnostics import DevDiagnostics
+from acvi_tf.training.trainer import Trainer
+
+CLI = "experiments.caption"
+SPLITS = ("val", "test")  # evaluated splits, in print order
+DEFAULT_FEATURES = os.path.join("data", "msvd", "googlenet_pool5")
+DEFAULT_VIDEOS = os.path.join("data", "msvd", "YouTubeClips")
+SYNTHETIC_BANNER = (
+    "!" * 78 + "\n"
+    "!!  SYNTHETIC FEATURES: random vectors, not computed from any video.\n"
+    "!!  The scores below test the pipeline only and say NOTHING about the paper.\n"
+    + "!" * 78)
+
+
+@dataclasses.dataclass
+class CaptioningConfig:
+    """The data of a captioning run (field names are the CLI's flag names)."""
+    features: Optional[str] = None       # the feature store of the clips
+    synthetic_features: bool = False     # deterministic RANDOM features (pipeline tests only)
+    split_scheme: str = "paper"          # paper (1,200/100/last 600) or s2vt (.../670)
+    caption_source: str = "s2vt"         # s2vt sents_*.txt or all_descriptions
+    min_count: int = 1                   # rarer caption words become <unk>
+    max_vocab_size: Optional[int] = None  # cap on the vocabulary (specials included)
+    max_length: int = 30                 # training captions longer than this (tokens)
+    overlong: str = "filter"             # training captions beyond max_length: filter/truncate
+    num_buckets: int = 5                 # caption-length buckets of the training batches
+    max_eval_clips: Optional[int] = None  # evaluate on the first N val/test clips only
+    batch_size: int = 64                 # training pairs per batch
+    seed: int = 0                        # data order
+
+
+def how_to_make_features(features=DEFAULT_FEATURES):
+    """What to produce and how (the message of every missing-features stop)."""
+    return (
+        "Real features are the GoogLeNet pool5/7x7_s1 vectors of 24 frames per clip "
+        "(Section 4.2). To make them:\n"
+        f"  1. videos: unpack YouTubeClips.tar ({msvd.MSVD.homepage}) into {DEFAULT_VIDEOS}/\n"
+        "  2. weights: bvlc_googlenet.caffemodel + deploy.prototxt (BVLC Caffe model zoo), "
+        "converted with pycaffe:\n"
+        "       net = caffe.Net('deploy.prototxt', 'bvlc_googlenet.caffemodel', caffe.TEST)\n"
+        "       np.savez('bvlc_googlenet.npz', **{f'{n}/{i}': p.data for n, ps in "
+        "net.params.items() for i, p in enumerate(ps)})\n"
+        "     (or a caffe-tensorflow .npy)\n"
+        "  3. a video decoder: pip install opencv-python-headless\n"
+        f"  4. python -m {CLI} --mode=extract_features --videos={DEFAULT_VIDEOS} "
+        f"--cnn_weights=bvlc_googlenet.npz --features={features}\n"
+        "Or run the pipeline on labelled synthetic features: --synthetic_features "
+        "(make table3-smoke); those numbers are not results.")
+
+
+class FeaturesMissing(Exception):
+    """No usable feature store; the message says what to produce and how."""
+
+
+def open_features(features, synthetic, log=None):
+    """The feature source of a run: a FeatureStore, or SyntheticFeatures (loudly)."""
+    if synthetic and features:
+        raise ConfigError("synthetic_features", f"give either --features={features} or "
+                        f"--synthetic_features, not both")
+    if synthetic:
+        if log:
+            log(SYNTHETIC_BANNER)
+        return vf.SyntheticFeatures(warn=False)
+    if not features:
+        raise FeaturesMissing("no --features store given (and no --synthetic_features).\n"
+                              + how_to_make_features())
+    if not os.path.exists(os.path.join(features, vf.INDEX_FILE)):
+        raise FeaturesMissing(f"--features={features}: no feature store there (missing "
+                              f"{vf.INDEX_FILE}). MSVD videos and CNN features are not on "
+                              f"this machine.\n" + how_to_make_features(features))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", vf.SyntheticFeaturesWarning)
+        store = vf.FeatureStore.open(features)
+    if not store.pretrained and log:
+        log(f"WARNING: {features} holds {'synthetic' if store.synthetic else 'random-CNN'} "
+            f"features; the scores are NOT results.")
+    return store
+
+
+def check_coverage(store, clips, where):
+    """Raises FeaturesMissing naming the clips of ``where`` without features."""
+    missing = [c for c in clips if c not in store]
+    if missing:
+        root = getattr(store, "root", "the feature store")
+        raise FeaturesMissing(f"{root}: {len(missing)} of the {len(clips)} {where} clips have "
+                              f"no features (e.g. {', '.join(missing[:5])}); rerun "
+                              f"--mode=extract_features (it resumes) or check the videos.\n"
+                              + how_to_make_features(root))
+
+
+def features_status(features, synthetic, scheme="paper"):
+    """``(ok, lines)``: does the feature source cover every clip of the split scheme?"""
+    if synthetic:
+        return True, ["  features: SYNTHETIC (random; the numbers are not results)"]
+    try:
+        store = open_features(features, False)
+        for split, clips in msvd.split_clips(scheme).items():
+            check_coverage(store, clips, f"{scheme} {split}")
+    except FeaturesMissing as e:
+        return False, [f"  MISSING  features: {str(e).splitlines()[0]}"]
+    kind = "pretrained" if store.pretrained else "NOT pretrained (random CNN)"
+    return True, [f"  ok       features: {features} ({len(store)} clips, {kind}, "
+                  f"{store.metadata.get('feature')})"]
+
+
+# ---------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------
+
+class CaptionData:
+    """Splits, vocabulary and features of a run.
+
+    ``splits``: {"train" | "val" | "test": msvd.CaptionSplit}, val/test cut to
+    ``max_eval_clips``; ``features``: the store; ``arrays(split)``: its clips'
+    features [num_clips, num_frames, dim], cached.
+    """
+
+    def __init__(self, splits, vocab, features, partial, report):
+        self.splits, self.vocab, self.features = splits, vocab, features
+        self.partial, self.report = partial, report
+        self.num_frames = int(features.metadata["num_frames"])
+        self.dim = int(features.metadata["dim"])
+        self._arrays = {}
+
+    def arrays(self, split):
+        if split not in self._arrays:
+            self._arrays[split] = self.features.get_batch(self.splits[split].clips)
+        return self._arrays[split]
+
+    def encode_pairs(self, split):
+        """(clip row + 1 as a 1-token "source", caption ids) for :class:`Batches`."""
+        s = self.splits[split]
+        row = {c: i for i, c in enumerate(s.clips)}
+        pairs = s.pairs()
+        return ([[row[c] + 1] for c, _ in pairs], [self.vocab.encode(t) for _, t in pairs])
+
+    def batches(self, split, batch_size, config, shuffle=True):
+        """Bucketed, resumable batches of (clip, caption) pairs
+        (:class:`acvi_tf.data.batching.Batches`):
+        the source "sequence" is the clip's row, swapped for its features by
+        :meth:`with_features`."""
+        src, tgt = self.encode_pairs(split)
+        return Batches(src, tgt, batch_size, seed=config.seed, shuffle=shuffle, bucketing=shuffle,
+                       num_buckets=config.num_buckets, max_src_len=None,
+                       max_tgt_len=config.max_length if shuffle else None,
+                       overlong=config.overlong, prefetch=shuffle)
+
+    def with_features(self, split):
+        """batch with ``src`` = clip rows -> ``src`` [B, N, F] features, ``src_len`` [B]."""
+        feats = self.arrays(split)
+
+        def transform(batch):
+            rows = np.asarray(batch["src"])[:, 0] - 1
+            return {"src": feats[rows], "src_len": np.full(len(rows), self.num_frames, np.int32),
+                    "tgt_in": batch["tgt_in"], "tgt_out": batch["tgt_out"]}
+        return transform
+
+    def feature_batch(self, split, rows):
+        return {"src": self.arrays(split)[rows],
+                "src_len": np.full(len(rows), self.num_frames, np.int32)}
+
+
+def load_data(model_dir, config, log=print, store=None, check_features=True):
+    """Captions, splits and the vocabulary (from ``model_dir`` if saved there).
+
+    ``check_features``: every clip of every split must have features (training and
+    evaluation); decoding checks only the clips it is asked for.
+    """
+    store = store or open_features(config.features, config.synthetic_features, log)
+    partial, lines = False, []
+    if config.caption_source == "s2vt":
+        for fname in msvd.SPLIT_FILES.values():
+            message, is_partial = sources.completeness(msvd.NAME, fname)
+            partial |= bool(is_partial)
+            lines.append(message)
+    splits = msvd.load_splits(config.split_scheme, config.caption_source)
+    for split in ("val", "test"):
+        if config.max_eval_clips:
+            s = splits[split]
+            clips = s.clips[:config.max_eval_clips]
+            splits[split] = msvd.CaptionSplit(s.name, clips, {c: s.captions[c] for c in clips})
+    for split, s in splits.items():
+        if check_features:
+            check_coverage(store, s.clips, f"{config.split_scheme} {split}")
+    path = os.path.join(model_dir, "vocab.txt")
+    if os.path.exists(path):
+        vocab = Vocab.load(path)
+    else:
+        vocab = msvd.build_vocab(splits["train"], min_count=config.min_count,
+                                 max_size=config.max_vocab_size)
+        os.makedirs(model_dir, exist_ok=True)
+        vocab.save(path)
+    lines.append(f"msvd {config.split_scheme} split: " + ", ".join(
+        f"{k} {len(s.clips):,} clips / {s.num_captions:,} captions" for k, s in splits.items())
+        + f"; vocabulary {len(vocab):,}")
+    return CaptionData(splits, vocab, store, partial, "\n".join(lines))
+
+
+class Captioner:
+    """One caption per clip (greedy or beam search), batched, in clip order."""
+
+    def __init__(self, model, data, beam_width=1, max_length=30, min_length=0,
+                 length_normalization="none", alpha=0.6, batch_size=64):
+        self.data, self.batch_size = data, batch_size
+        self._decode = best_hypothesis_decoder(
+            model, {"src": tf.TensorSpec([None, None, data.dim], tf.float32),
+                    "src_len": tf.TensorSpec([None], tf.int32)},
+            beam_width=beam_width, max_length=max_length, min_length=min_length,
+            length_normalization=length_normalization, alpha=alpha)
+
+    def caption(self, split, rows, attention_for=()):
+        """Captions (token strings) of the clips at ``rows`` of ``split``."""
+        lengths = [self.data.num_frames] * len(rows)
+        hyp_ids, attention = decode_in_batches(
+            self._decode, lengths, lambda idx: self.data.feature_batch(split, [rows[i] for i in idx]),
+            self.batch_size, attention_for)
+        return [" ".join(self.data.vocab.decode(ids)) for ids in hyp_ids], attention
+
+
+class CaptioningEvaluator(Evaluator):
+    """Val/test decoding, the coco-caption scores and the Trainer's ``eval_fn``."""
+
+    def __init__(self, data, config, decode, train_steps=0, log=runs.log):
+        self.data, self.config, self.decode = data, config, decode
+        self.train_steps = train_steps
+        self.log = log
+        self._captioners = {}
+        self._loss = None
+        self.final_val = None  # (step, hyps, scores) of the end-of-training val decode
+        self.final_diagnostics = None  # the scalars of that evaluation
+
+    def captioner(self, model, final):
+        opts = self.decode.options(final=final)
+        key = (id(model), tuple(sorted(opts.items())))
+        if key not in self._captioners:
+            self._captioners[key] = Captioner(model, self.data,
+                                              batch_size=self.decode.decode_batch_size, **opts)
+        return self._captioners[key]
+
+    def score(self, model, split, final=True, subset=0, metrics=("BLEU", "METEOR", "ROUGE-L",
+                                                                  "CIDEr-D"),
+              attention_for=()):
+        """``({clip: caption}, scores, attention)``; scores raw (0-1), over the clips
+        decoded (the whole split unless ``subset``)."""
+        s = self.data.splits[split]
+        clips = s.clips[:subset] if subset else s.clips
+        hyps, attention = self.captioner(model, final).caption(split, list(range(len(clips))),
+                                                               attention_for)
+        hyps = dict(zip(clips, hyps))
+        refs = {c: [" ".join(t) for t in s.captions[c]] for c in clips}
+        return hyps, score_captions(hyps, refs, metrics=metrics, scale=1.0), attention
+
+    def dev_diagnostics(self, model):
+        """Per-token val NLL and the run diagnostics (acvi_tf.training.diagnostics: KL per
+        token, attention entropy, ||h||, sigma, context use) over every val caption."""
+        if self._loss is None:
+            batches = self.data.batches("val", self.decode.decode_batch_size, self.config,
+                                        shuffle=False)
+            self._loss = (batches, self.data.with_features("val"), DevDiagnostics())
+        batches, transform, diagnostics = self._loss
+        return diagnostics(model, ({k: tf.convert_to_tensor(v) for k, v in
+                                    transform(batch).items()} for batch in batches.dataset()))
+
+    def eval_fn(self, model, step):
+        final = step >= self.train_steps
+        subset = 0 if final else self.decode.eval_subset
+        watch = runs.Stopwatch()
+        # METEOR's jar costs ~15 s to start: the final evaluation only.
+        hyps, scores, attention = self.score(model, "val", final=final, subset=subset,
+                                             metrics=("BLEU", "ROUGE-L", "CIDEr-D"),
+                                             attention_for=(0,))
+        if final:
+            self.final_val = (step, hyps, scores)
+        diag = self.dev_diagnostics(model)
+        scalars = {f"val_{k.replace('-', '_')}": v for k, v in scores.items()}
+        # The diagnostics keep their names (dev_nll, dev_ppl, ...): val is the dev split.
+        scalars.update(**diag, val_decode_seconds=watch.seconds())
+        if final:
+            self.final_diagnostics = scalars
+        s = self.data.splits["val"]
+        texts = {f"sample_{i}": f"**clip:** {c}\n\n**refs:** {' / '.join(' '.join(t) for t in s.captions[c][:3])}"
+                 f"\n\n**hyp:** {hyps[c]}" for i, c in enumerate(list(hyps)[:2])}
+        if not self.data.features.pretrained:
+            texts["WARNING"] = "features are SYNTHETIC or from a random CNN: not results"
+        images = {}
+        if 0 in attention and attention[0].size:
+            images["attention_sample_0"] = summaries.attention_image(attention[0])
+        return {"scalars": scalars, "texts": texts, "images": images}
+
+    def evaluate(self, model, step, model_dir):
+        """Beam-decodes val and test, scores them, writes ``decode_{split}.tsv``; returns
+        ``(split results, seconds)``."""
+        watch = runs.Stopwatch()
+        out = {}
+        for split in SPLITS:
+            if split == "val" and self.final_val and self.final_val[0] == step:
+                # Reuse the end-of-training decode; only METEOR is still missing.
+                hyps, scores = self.final_val[1], dict(self.final_val[2])
+                s = self.data.splits[split]
+                scores.update(score_captions(hyps, {c: [" ".join(t) for t in s.captions[c]]
+                                                    for c in hyps}, metrics=("METEOR",), scale=1.0))
+                scores = {k: scores[k] for k in ALL_METRICS if k in scores}
+            else:
+                hyps, scores, _ = self.score(model, split, final=True)
+            path = os.path.join(model_dir, f"decode_{split}.tsv")
+            runs.write_text(path, "\n".join(f"{c}\t{h}" for c, h in hyps.items()))
+            out[split] = {"scores": scores, "clips": len(hyps), "decode_file": path}
+            warning = "" if self.data.features.pretrained else (
+                "  [SYNTHETIC features: not results]" if self.data.features.synthetic
+                else "  [random-CNN features: not results]")
+            print(f"{split} ({len(hyps)} clips, raw 0-1) {format_scores(scores, digits=4)}{warning}",
+                  flush=True)
+        return out, watch.seconds()
+
+
+def model_config(arch, data):
+    """``arch`` (a ModelConfig of the architecture) over ``data``'s features and vocabulary."""
+    return dataclasses.replace(arch, src_vocab_size=None, feature_dim=data.dim,
+                               tgt_vocab_size=len(data.vocab), pad_id=PAD_ID, unk_id=UNK_ID,
+                               bos_id=BOS_ID, eos_id=EOS_ID)
+
+
+def build_batch(model_dir):
+    """A one-example batch of the trained model's feature size (to build it for restore)."""
+    dim = runs.load_json(os.path.join(model_dir, "model_config.json"))["feature_dim"]
+    return {"src": np.zeros([1, 2, dim], np.float32), "src_len": np.asarray([2], np.int32),
+            "tgt_in": np.asarray([[2, 4]], np.int32), "tgt_out": np.asarray([[4, 3]], np.int32)}
+
+
+def data_how_to_get():
+    s = sources.get("msvd")
+    return f"{s.how_to_get} (local mirror: $ACVI_DATA_MIRROR/msvd/)"
+
+
+@register_task("caption")
+class CaptioningTask(Task):
+    """Captioning: captions, vocabulary and features, training on (clip, caption) pairs,
+    coco-caption evaluation and decoding of clips."""
+
+    def __init__(self, config, decode=None, run=None, log=runs.log):
+        super().__init__(config, decode, run, log)
+        self.data = None
+
+    def load_data(self, model_dir, check_features=True):
+        self.data = load_data(model_dir, self.config, self.log, check_features=check_features)
+        return self.data
+
+    def model_config(self, arch):
+        return model_config(arch, self.data)
+
+    def evaluator(self, train_steps=0):
+        return CaptioningEvaluator(self.data, self.config, self.decode, train_steps, self.log)
+
+    def train(self, model_dir, model_config, train_config, strategy=None, before_training=None):
+        """Trains (resuming from model_dir if possible); returns (model, evaluator, info)."""
+        c, data, steps = self.config, self.data, train_config.train_steps
+        watch = runs.Stopwatch()
+        batches = data.batches("train", c.batch_size, c)
+        epochs = steps / batches.num_batches()
+        self.log(f"train: {batches.num_examples:,} (clip, caption) pairs "
+                 f"({batches.num_filtered:,} longer than {c.max_length} tokens "
+                 f"{'dropped' if c.overlong == 'filter' else 'cut'}), "
+                 f"{batches.num_batches():,} batches per epoch ({epochs:.2f} epochs)")
+        runs.check_model_config(model_dir, model_config)
+        if before_training:
+            before_training()
+        evaluator = self.evaluator(steps)
+        init_from = train_config.init_from
+        trainer = Trainer(lambda: build_model(model_config), train_config,
+                          resumable_train_data(batches.iterator, data.with_features("train")),
+                          eval_fn=evaluator.eval_fn, strategy=strategy, log=self.log,
+                          warm_start=runs.warm_start_fn(
+                              init_from, model_dir, build_batch(init_from) if init_from else None,
+                              self.log))
+        metrics = trainer.train()
+        info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": watch.seconds(),
+                "train_metrics": {k: float(v) for k, v in metrics.items()},
+                "train_pairs": batches.num_examples, "epochs": epochs,
+                "train_data_partial": data.partial, "train_command": self.run.command,
+                "diagnostics": evaluator.final_diagnostics}
+        return trainer.model, evaluator, info
+
+    def results(self, split_results, eval_seconds, step, model_config, extra=None):
+        """The fields of results.json of an evaluated run."""
+        provenance = self.data.features.provenance()
+        result = {
+            "task": "caption", "dataset": "msvd", "system": system_name(model_config),
+            "attention": model_config.attention, "profile": self.run.profile, "steps": step,
+            "split_scheme": self.config.split_scheme,
+            "scores": {s: r["scores"] for s, r in split_results.items()},
+            "score_scale": "raw (0-1)", "splits": split_results, "features": provenance,
+            "synthetic_features": bool(provenance["synthetic"]),
+            "pretrained_features": bool(provenance["pretrained"]),
+            "command": self.run.command, "argv": self.run.argv,
+            "eval_wall_time_sec": eval_seconds, "decode": self.decode.options(final=True),
+            "partial_eval": bool(self.config.max_eval_clips), "data_report": self.data.report}
+        if provenance["synthetic"]:
+            result["WARNING"] = ("SYNTHETIC features: these scores test the pipeline and say "
+                                 "nothing about the paper")
+        result.update(extra or {})
+        return result
+
+    def finish(self, model_dir, results):
+        out = runs.finish_results(model_dir, results, self.log)
+        if results.get("synthetic_features"):
+            self.log(SYNTHETIC_BANNER)
+        return out
+
+    def caption_clips(self, model, clips):
+        """Clip ids (vidN) -> one caption each."""
+        for c in clips:
+            try:
+                msvd.vid_number(c)
+            except ValueError as e:
+                raise ConfigError("input", str(e)) from None
+        check_coverage(self.data.features, clips, "requested")
+        self.data.splits["decode"] = msvd.CaptionSplit("decode", clips, {c: [] for c in clips})
+        hyps, _ = Captioner(model, self.data, batch_size=self.decode.decode_batch_size,
+                            **self.decode.options(final=True)).caption(
+            "decode", list(range(len(clips))))
+        return hyps
+
+
+def extract_features(features, videos, cnn_weights, allow_random_cnn=False, progress=False,
+                     log=runs.log):
+    """Videos -> GoogLeNet pool5 features of 24 frames per clip -> the feature store."""
+    if not features:
+        raise ConfigError("features", "is required: the feature store to write")
+    if not cnn_weights and not allow_random_cnn:
+        raise ConfigError("cnn_weights", "is required: the BVLC GoogLeNet weights.\n"
+                          + how_to_make_features(features))
+    if cnn_weights and not os.path.exists(cnn_weights):
+        raise ConfigError("cnn_weights", f"file not found: {cnn_weights}")
+    paths, missing = msvd.video_paths(videos)
+    if missing:
+        log(f"{videos}: {len(missing)} of {len(missing) + len(paths)} clips have no video "
+            f"file (e.g. {', '.join(missing[:5])}); they get no features")
+    if not paths:
+        raise runs.RunError(f"no MSVD video found in {videos}\n"
+                         + how_to_make_features(features))
+    model = vf.GoogLeNetFeatures(cnn_weights)
+    store = vf.FeatureStore.create(features, weights=model.weights_source)
+    todo = [c for c in paths if c not in store]
+    log(f"extracting {len(todo)} clips ({len(paths) - len(todo)} already in {features})")
+    done = vf.extract_features(vf.iter_video_files({c: paths[c] for c in todo}), model, store,
+                               progress=lambda c: log(f"  {c}") if progress else None)
+    log(f"{features}: {done} clips extracted, {len(store)} in the store")
+    return 0

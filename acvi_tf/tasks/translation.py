@@ -1,0 +1,410 @@
+"""Machine translation (Section 4.3, Appendix C, Table 4) as a task.
+
+:class:`TranslationTask` owns the data (vocabularies or the shared BPE model, saved in
+the run directory), the batching, the dev/test decoding with BLEU and the Trainer's
+validation (:class:`TranslationEvaluator`). It takes a :class:`TranslationConfig`, a
+:class:`~acvi_tf.tasks.base.DecodeConfig` and a :class:`~acvi_tf.tasks.base.RunInfo`.
+"""
+
+import dataclasses
+import os
+import shutil
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from acvi_tf import runs
+from acvi_tf.data import sources
+from acvi_tf.data import translation as tr
+from acvi_tf.data.batching import Batches
+from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab, split_tokens
+from acvi_tf.metrics import diversity
+from acvi_tf.models import build_model
+from acvi_tf.runs import ConfigError
+from acvi_tf.tasks.base import (BatchedDecoder, Evaluator, Task, register_task,
+                                resumable_train_data, system_name)
+from acvi_tf.training import summaries
+from acvi_tf.training.diagnostics import DevDiagnostics
+from acvi_tf.training.trainer import Trainer
+
+DATASETS = tr.DATASETS
+LANGS = {"iwslt15_en_vi": ("en", "vi"), "wmt16_en_ro": ("en", "ro"), "multi30k": ("en", "de")}
+
+
+@dataclasses.dataclass
+class TranslationConfig:
+    """The data of a translation run (field names are the CLI's flag names)."""
+    dataset: str = "multi30k"            # data registry name
+    src: str = ""                        # source language ('': the dataset's first)
+    tgt: str = ""                        # target language ('': the dataset's other one)
+    variant: str = "tok"                 # Multi30k files: tok (official tokenized) or raw
+    min_count: int = 2                   # Multi30k: rarer words become <unk>
+    max_vocab_size: Optional[int] = None  # cap on the word vocabularies (specials included)
+    bpe_vocab_size: int = 32_000         # WMT'16: shared sentencepiece BPE size
+    max_train_lines: Optional[int] = None  # read only the first N training pairs
+    max_eval_lines: Optional[int] = None  # evaluate on the first N dev/test pairs only
+    max_length: int = 50                 # training length limit in tokens (both sides)
+    overlong: str = "filter"             # training pairs beyond max_length: filter or truncate
+    num_buckets: int = 5                 # length buckets of the training batches
+    pad_multiple: int = 0                # pad batch lengths to a multiple (fewer XLA shapes)
+    batch_size: int = 64                 # training pairs per batch
+    seed: int = 0                        # data order
+
+    def languages(self):
+        """``(src, tgt)``, defaults resolved; :class:`ConfigError` names a bad one."""
+        langs = LANGS[self.dataset]
+        src = self.src or langs[0]
+        if src not in langs:
+            raise ConfigError("src", f"{src!r} is not a language of --dataset={self.dataset} "
+                              f"(choose {' or '.join(langs)})")
+        tgt = self.tgt or next(lang for lang in langs if lang != src)
+        if tgt not in langs:
+            raise ConfigError("tgt", f"{tgt!r} is not a language of --dataset={self.dataset} "
+                              f"(choose {' or '.join(langs)})")
+        if tgt == src:
+            raise ConfigError("tgt", f"equals --src={src}")
+        return src, tgt
+
+    def check(self):
+        self.languages()
+        if self.variant == "raw" and self.dataset != "multi30k":
+            raise ConfigError("variant", f"'raw' exists for multi30k only, not "
+                              f"--dataset={self.dataset}")
+
+
+def data_status(dataset, src, tgt, variant="tok"):
+    """``(complete, lines)``: one line per registered file of the dataset (both
+    languages): missing, partial (against the official line count) or complete."""
+    source = sources.get(dataset)
+    complete, lines = True, []
+    for f in source.files:
+        if dataset == "multi30k" and not f.path.startswith(variant + "/"):
+            continue
+        local = sources.locate(dataset, f.path, required=False)
+        if local is None:
+            complete = False
+            expected = f"{f.lines:,} lines expected" if f.lines else "expected"
+            lines.append(f"  MISSING  {dataset}/{f.path} ({expected})")
+            continue
+        message, partial = sources.completeness(dataset, f.path, local)
+        complete &= not partial
+        lines.append(f"  {'PARTIAL ' if partial else 'ok      '} {message}  [{local}]")
+    return complete, lines
+
+
+def how_to_get(dataset):
+    s = sources.get(dataset)
+    return f"{s.how_to_get} (homepage: {s.homepage}; local mirror: $ACVI_DATA_MIRROR/{dataset}/)"
+
+
+def model_config(arch, data):
+    """``arch`` (a ModelConfig of the architecture) with the vocabularies of ``data``."""
+    return dataclasses.replace(arch, src_vocab_size=len(data.src_vocab),
+                               tgt_vocab_size=len(data.tgt_vocab), pad_id=PAD_ID,
+                               unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID)
+
+
+def pad_to_multiple(batch, multiple):
+    if not multiple:
+        return batch
+    out = dict(batch)
+    for key in ("src", "tgt_in", "tgt_out"):
+        x = batch[key]
+        length = tf.shape(x)[1]
+        target = (length + multiple - 1) // multiple * multiple
+        out[key] = tf.pad(x, [[0, 0], [0, target - length]])
+    return out
+
+
+def make_train_data(batches, pad_multiple=0):
+    """The Trainer's data protocol over a resumable :class:`Batches` pipeline."""
+    return resumable_train_data(batches.iterator, lambda b: pad_to_multiple(b, pad_multiple))
+
+
+class Translator:
+    """Batched decoding of id sequences with one set of search settings.
+
+    Sentences are decoded in length-sorted batches (less padding) and returned
+    in input order. ``translate`` gives the hypothesis strings (through
+    ``data.decode_batch``), their target ids, and optionally the attention of the
+    requested sentences ([hyp_len, src_len]).
+    """
+
+    SIGNATURE = {"src": tf.TensorSpec([None, None], tf.int32)}
+
+    def __init__(self, model, data, beam_width=1, max_length=50, min_length=0,
+                 length_normalization="none", alpha=0.6, batch_size=64):
+        self.model, self.data = model, data
+        self.opts = {"beam_width": beam_width, "max_length": max_length,
+                     "min_length": min_length, "length_normalization": length_normalization,
+                     "alpha": alpha}
+        self._decoder = BatchedDecoder(self.SIGNATURE, batch_size)
+
+    def translate(self, src_ids, attention_for=()):
+        lengths = [len(s) for s in src_ids]
+
+        def make_batch(idx):
+            src = np.zeros([len(idx), max(lengths[i] for i in idx)], np.int32)
+            for row, i in enumerate(idx):
+                src[row, :lengths[i]] = src_ids[i]
+            return {"src": src}
+
+        hyp_ids, attention = self._decoder.decode(self.model, self.opts, lengths, make_batch,
+                                                  attention_for)
+        return self.data.decode_batch(hyp_ids), hyp_ids, attention
+
+
+class TranslationEvaluator(Evaluator):
+    """Dev/test decoding, BLEU and the Trainer's ``eval_fn``."""
+
+    def __init__(self, data, config, decode, train_steps=0, log=runs.log):
+        self.data, self.config, self.decode = data, config, decode
+        self.train_steps = train_steps
+        self.log = log
+        self._splits = {}
+        self._translators = {}
+        self._loss_batches = {}
+        self._diagnostics = DevDiagnostics()
+        self.final_dev = None  # (step, hyps, BleuResult) of the end-of-training full dev
+        self.final_diagnostics = None  # the run diagnostics of that evaluation
+
+    def split(self, split):
+        """(src ids, source strings, reference strings, report) of a split, cut to
+        ``max_eval_lines``."""
+        if split not in self._splits:
+            src_ids, _, corpus = self.data.encode(split, max_lines=self.config.max_eval_lines)
+            refs = self.data.references(split)[:len(src_ids)]
+            sources_text = tr.references(self.data.dataset, split, self.data.src_lang,
+                                         self.data.variant)[:len(src_ids)]
+            self._splits[split] = (src_ids, sources_text, refs, corpus.report)
+        return self._splits[split]
+
+    def translator(self, model, final):
+        opts = self.decode.options(final=final)
+        key = (id(model), tuple(sorted(opts.items())))
+        if key not in self._translators:
+            self._translators[key] = Translator(model, self.data,
+                                                batch_size=self.decode.decode_batch_size, **opts)
+        return self._translators[key]
+
+    def bleu(self, model, split, final=True, subset=0, attention_for=()):
+        src_ids, sources_text, refs, _ = self.split(split)
+        if subset:
+            src_ids, sources_text, refs = src_ids[:subset], sources_text[:subset], refs[:subset]
+        hyps, _, attention = self.translator(model, final).translate(src_ids, attention_for)
+        return hyps, self.data.bleu(hyps, refs), attention, sources_text, refs
+
+    def dev_diagnostics(self, model, subset):
+        """Per-token dev NLL and the run diagnostics (acvi_tf.training.diagnostics:
+        KL per token, attention entropy, ||h||, sigma, context use) on the first
+        ``subset`` dev pairs, teacher forced."""
+        limit = subset or self.config.max_eval_lines
+        if limit not in self._loss_batches:
+            src_ids, tgt_ids, _ = self.data.encode("dev", max_lines=limit)
+            self._loss_batches[limit] = Batches(
+                src_ids, tgt_ids, self.decode.decode_batch_size, shuffle=False, bucketing=False,
+                max_src_len=None, max_tgt_len=None, prefetch=False)
+        return self._diagnostics(model, self._loss_batches[limit].dataset())
+
+    def eval_fn(self, model, step):
+        final = step >= self.train_steps
+        subset = 0 if final else self.decode.eval_subset
+        watch = runs.Stopwatch()
+        hyps, bleu, attention, srcs, refs = self.bleu(model, "dev", final=final, subset=subset,
+                                                     attention_for=(0, 1))
+        if final:
+            self.final_dev = (step, hyps, bleu)
+        diag = self.dev_diagnostics(model, subset)
+        if final:
+            self.final_diagnostics = diag
+        n = len(hyps)
+        div = diversity.diversity(hyps)
+        scalars = {"dev_bleu": bleu.score, **diag,
+                   "dev_entropy": div["entropy"], "dev_distinct_1": div["distinct_1"],
+                   "dev_distinct_2": div["distinct_2"], "dev_decode_seconds": watch.seconds()}
+        texts = {f"sample_{i}": f"**src:** {srcs[i]}\n\n**ref:** {refs[i]}\n\n**hyp:** {hyps[i]}"
+                 for i in range(min(2, n))}
+        texts["dev_bleu"] = (f"{bleu} on {n} dev sentences, beam "
+                             f"{self.decode.options(final)['beam_width']}")
+        images = {}
+        if 0 in attention and attention[0].size:
+            images["attention_sample_0"] = summaries.attention_image(attention[0])
+        return {"scalars": scalars, "texts": texts, "images": images}
+
+    def evaluate(self, model, step, model_dir):
+        """Decodes dev and test with the final settings; writes decodes, prints BLEU.
+        Returns ``(split results, seconds)``."""
+        watch = runs.Stopwatch()
+        results = {}
+        for split in ("dev", "test"):
+            if split == "dev" and self.final_dev and self.final_dev[0] == step:
+                _, hyps, bleu = self.final_dev  # the end-of-training full dev decode
+            else:
+                hyps, bleu, _, _, _ = self.bleu(model, split, final=True)
+            path = os.path.join(model_dir, f"decode_{split}.txt")
+            runs.write_text(path, "\n".join(hyps))
+            _, _, _, report = self.split(split)
+            results[split] = {"bleu": bleu.score, "bleu_string": str(bleu),
+                              "signature": bleu.signature, "diversity": diversity.diversity(hyps),
+                              "decode_file": path, "sentences": len(hyps), "data_report": report}
+            print(f"{split} ({len(hyps)} sentences) {bleu}", flush=True)
+            print(f"{split} diversity: {diversity.format_diversity(results[split]['diversity'])}",
+                  flush=True)
+        return results, watch.seconds()
+
+
+@register_task("translate")
+class TranslationTask(Task):
+    """Translation: data in the run directory, BLEU evaluation, decoding of text."""
+
+    def __init__(self, config, decode=None, run=None, log=runs.log):
+        config.check()
+        super().__init__(config, decode, run, log)
+        self.src, self.tgt = config.languages()
+        self.data = None
+
+    # -- data ------------------------------------------------------------------------
+    def data_status(self):
+        return data_status(self.config.dataset, self.src, self.tgt, self.config.variant)
+
+    def how_to_get(self):
+        return how_to_get(self.config.dataset)
+
+    def load_data(self, model_dir):
+        """The :class:`TranslationData`, from ``model_dir`` if saved there, else built
+        from the data (and then saved into ``model_dir``)."""
+        c, src, tgt = self.config, self.src, self.tgt
+        bpe_dir = os.path.join(model_dir, "bpe")
+        if c.dataset == "wmt16_en_ro":
+            spm_model = os.path.join(bpe_dir, tr.SPM_MODEL)
+            if not os.path.exists(spm_model):
+                shared = tr.default_bpe_dir(c.bpe_vocab_size)
+                self.log(f"training/reusing the shared BPE model in {shared} ...")
+                model = tr.train_bpe(shared, c.bpe_vocab_size, seed=0)
+                os.makedirs(bpe_dir, exist_ok=True)
+                for name in (tr.SPM_MODEL, tr.SPM_VOCAB, tr.SPM_MANIFEST):
+                    shutil.copy2(os.path.join(os.path.dirname(model), name),
+                                 os.path.join(bpe_dir, name))
+            codec = tr.SentencePieceCodec(spm_model)
+            self.data = tr.TranslationData(
+                c.dataset, src, tgt, codec.vocab, codec.vocab, codec, c.variant,
+                report=f"shared BPE model {spm_model} ({len(codec)} pieces)")
+            return self.data
+        paths = [os.path.join(model_dir, f"vocab.{lang}.txt") for lang in (src, tgt)]
+        if all(os.path.exists(p) for p in paths):
+            src_vocab, tgt_vocab = (Vocab.load(p) for p in paths)
+            self.data = tr.TranslationData(c.dataset, src, tgt, src_vocab, tgt_vocab, None,
+                                           c.variant, report=f"vocabularies from {model_dir}")
+            return self.data
+        data = tr.prepare(c.dataset, src, tgt, min_count=c.min_count,
+                          max_vocab_size=c.max_vocab_size, variant=c.variant)
+        os.makedirs(model_dir, exist_ok=True)
+        data.src_vocab.save(paths[0])
+        data.tgt_vocab.save(paths[1])
+        self.data = data
+        return data
+
+    # -- model -----------------------------------------------------------------------
+    def model_config(self, arch):
+        """``arch`` (a ModelConfig of the architecture) with this task's vocabularies."""
+        return model_config(arch, self.data)
+
+    @staticmethod
+    def build_batch(model_dir=None):
+        """A one-example batch that builds a model of this task (to restore it)."""
+        return {"src": np.full([1, 2], 4, np.int32), "tgt_in": np.asarray([[2, 4]], np.int32),
+                "tgt_out": np.asarray([[4, 3]], np.int32)}
+
+    def evaluator(self, train_steps=0):
+        return TranslationEvaluator(self.data, self.config, self.decode, train_steps, self.log)
+
+    # -- modes -----------------------------------------------------------------------
+    def train(self, model_dir, model_config, train_config, strategy=None, before_training=None):
+        """Trains (resuming from model_dir if possible); returns (model, evaluator, info).
+        ``before_training()`` runs once the model config is checked (the CLI saves its
+        settings there)."""
+        c = self.config
+        watch = runs.Stopwatch()
+        os.makedirs(model_dir, exist_ok=True)
+        data = self.data or self.load_data(model_dir)
+        self.log(f"data: {c.dataset} {self.src}->{self.tgt}; {data.report}")
+        src_ids, tgt_ids, corpus = data.encode("train", max_lines=c.max_train_lines)
+        self.log(corpus.report)
+        batches = Batches(src_ids, tgt_ids, c.batch_size, seed=c.seed,
+                             max_src_len=c.max_length, max_tgt_len=c.max_length,
+                             overlong=c.overlong, num_buckets=c.num_buckets)
+        steps = train_config.train_steps
+        self.log(f"train: {batches.num_examples:,} pairs ({batches.num_filtered:,} filtered), "
+                 f"{batches.num_batches():,} batches of <= {c.batch_size} per epoch "
+                 f"({steps / batches.num_batches():.2f} epochs in {steps:,} steps)")
+        runs.check_model_config(model_dir, model_config)
+        if before_training:
+            before_training()
+        evaluator = self.evaluator(steps)
+        trainer = Trainer(lambda: build_model(model_config), train_config,
+                          make_train_data(batches, c.pad_multiple), eval_fn=evaluator.eval_fn,
+                          strategy=strategy, log=self.log,
+                          warm_start=runs.warm_start_fn(train_config.init_from, model_dir,
+                                                        self.build_batch(), self.log))
+        metrics = trainer.train()
+        info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": watch.seconds(),
+                "train_metrics": {k: float(v) for k, v in metrics.items()},
+                "train_pairs": batches.num_examples, "epochs": steps / batches.num_batches(),
+                "train_data_partial": corpus.partial, "train_data_report": corpus.report,
+                "train_command": self.run.command,
+                "diagnostics": evaluator.final_diagnostics}
+        return trainer.model, evaluator, info
+
+    def results(self, split_results, eval_seconds, step, model_config=None, system=None,
+                extra=None):
+        """The fields of results.json of an evaluated run."""
+        data = {"task": "translate", "dataset": self.config.dataset, "src": self.src,
+                "tgt": self.tgt, "direction": f"{self.src}->{self.tgt}",
+                "system": system or system_name(model_config),
+                "attention": None if system else model_config.attention,
+                "profile": self.run.profile, "steps": step,
+                "bleu": {s: r["bleu"] for s, r in split_results.items()},
+                "diversity": {s: r["diversity"] for s, r in split_results.items()
+                              if "diversity" in r},
+                "signature": next(iter(split_results.values()))["signature"],
+                "splits": split_results, "command": self.run.command,
+                "argv": self.run.argv, "eval_wall_time_sec": eval_seconds,
+                "decode": self.decode.options(final=True),
+                "partial_eval": bool(self.config.max_eval_lines)}
+        data.update(extra or {})
+        return data
+
+    def copy_baseline(self, model_dir):
+        """BLEU of the source sentence used as the translation (a sanity floor)."""
+        c = self.config
+        watch = runs.Stopwatch()
+        results = {}
+        for split in ("dev", "test"):
+            hyps = tr.references(c.dataset, split, self.src, c.variant)
+            refs = tr.references(c.dataset, split, self.tgt, c.variant)
+            if c.max_eval_lines:
+                hyps, refs = hyps[:c.max_eval_lines], refs[:c.max_eval_lines]
+            bleu = tr.evaluate_bleu(c.dataset, hyps, refs)
+            path = os.path.join(model_dir, f"decode_{split}.txt")
+            runs.write_text(path, "\n".join(hyps))
+            results[split] = {"bleu": bleu.score, "bleu_string": str(bleu),
+                              "signature": bleu.signature, "decode_file": path,
+                              "diversity": diversity.diversity(hyps), "sentences": len(hyps)}
+            print(f"{split} copy-the-source ({len(hyps)} sentences) {bleu}", flush=True)
+        return runs.finish_results(
+            model_dir, self.results(results, watch.seconds(), 0, system="copy-source"), self.log)
+
+    def translate_lines(self, model, lines):
+        """Source lines in the dataset's form -> translations."""
+        data = self.data
+        lines = [line.rstrip("\r") for line in lines]
+        if data.codec is not None:
+            texts = [tr.normalize_text(line, data.src_lang) for line in lines]
+            src_ids = [ids.tolist() for ids in data.codec.encode(texts)] if texts else []
+        else:
+            src_ids = [data.src_vocab.encode(split_tokens(line)) for line in lines]
+        hyps, _, _ = Translator(model, data, batch_size=self.decode.decode_batch_size,
+                                **self.decode.options(final=True)).translate(src_ids)
+        return hyps
+

@@ -1,0 +1,123 @@
+"""The shared pieces of every table: reading results, markdown, footnotes, labels."""
+
+import glob
+import os
+
+from acvi_tf.runs import load_json
+from acvi_tf.tasks.base import system_names
+
+SYSTEM_NAMES = {"soft": "Baseline (soft attention)", "structured": "Structured attention",
+           "variational": "Variational attention (Deng et al. 2018)",
+           "ved": "VED (Bahuleyan et al. 2018)", "acvi": "ACVI",
+           "transformer": "Transformer (Vaswani et al. 2017)",
+           "copy-source": "Copy the source (floor)"}
+PROFILE_LABELS = {"paper": "ours, paper profile", "cpu": "ours, CPU scale",
+                  "smoke": "ours, smoke test"}
+
+# Where each task's results.json keeps its scores: (results task, key of the scores).
+RESULT_KEYS = {"translate": ("translate", "bleu"), "summarize": ("summarize", "rouge"),
+               "caption": ("caption", "scores")}
+
+
+def find_results(paths, task="translate", key="bleu"):
+    """results.json of every ``task`` run (holding ``key``) under ``paths`` (a model_dir
+    or a folder of them)."""
+    found = []
+    for path in paths:
+        if os.path.isfile(path):
+            candidates = [path]
+        elif os.path.exists(os.path.join(path, "results.json")):
+            candidates = [os.path.join(path, "results.json")]
+        else:
+            candidates = sorted(glob.glob(os.path.join(path, "*", "results.json")))
+        for c in candidates:
+            r = load_json(c)
+            if key in r and r.get("task") == task:
+                r["_path"] = c
+                found.append(r)
+    return found
+
+
+def profile_label(profile):
+    return PROFILE_LABELS.get(profile, f"ours, {profile} profile")
+
+
+def hours(seconds):
+    if seconds is None:
+        return None
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
+
+
+def _notes(r):
+    notes = []
+    if r.get("train_data_partial"):
+        notes.append("partial training data")
+    if r.get("partial_eval"):
+        notes.append(f"first {r['splits']['dev']['sentences']} eval sentences only")
+    return notes
+
+
+class Footnotes:
+    def __init__(self):
+        self.items = []
+        self._refs = {}
+
+    def add(self, r):
+        key = r.get("_path") or id(r)
+        if key not in self._refs:
+            self._refs[key] = self._add(r)
+        return self._refs[key]
+
+    def _add(self, r):
+        notes = _notes(r)
+        steps = r.get("steps")
+        beam = (r.get("decode") or {}).get("beam_width")
+        desc = [f"`{r['command']}`"]
+        if r.get("train_command") and r["train_command"] != r["command"]:
+            desc.append(f"trained by `{r['train_command']}`")
+        meta = []
+        if steps:
+            meta.append(f"{steps:,} steps")
+        if r.get("train_wall_time_sec"):
+            meta.append(f"train {hours(r['train_wall_time_sec'])}")
+        if r.get("eval_wall_time_sec") is not None:
+            meta.append(f"eval {hours(r['eval_wall_time_sec'])}")
+        if beam:
+            meta.append("greedy" if beam == 1 else f"beam {beam}")
+        meta.extend(notes)
+        self.items.append(" — ".join(desc) + (f" ({'; '.join(meta)})" if meta else ""))
+        return f"[{len(self.items)}]" + (" †" if notes else "")
+
+    def render(self):
+        return "\n".join(f"{i}. {item}" for i, item in enumerate(self.items, 1))
+
+
+def not_run(system):
+    """The "our run" cell of a row without a result: "not run" when the row's system is
+    registered here (a flagfile runs it), else "not implemented here"."""
+    if system in ("copy-source", "lead-3"):
+        return "not run"
+    return "not run" if system in system_names() else "not implemented here"
+
+
+
+def markdown_table(headers, rows, align=None):
+    """A GitHub markdown table; ``align`` is a string of 'l'/'r'/'c' per column."""
+    headers = [str(h) for h in headers]
+    align = align or "l" * len(headers)
+    marks = {"l": ":---", "r": "---:", "c": ":---:"}
+    lines = ["| " + " | ".join(headers) + " |",
+             "|" + "|".join(marks[a] for a in align) + "|"]
+    for row in rows:
+        if len(row) != len(headers):
+            raise ValueError(f"row {row} has {len(row)} cells, the table {len(headers)} columns")
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def _cell(value):
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value).replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,145 @@
+r"""Runs a table: checks the data, trains/evaluates every missing run in turn (each a
+subprocess of its task CLI, ``python -m experiments.<task>``), then renders it.
+Finished runs are skipped, so a table resumes. Also the command line::
+
+    python -m experiments.tables table4 --runs runs/table4 --out results/table4.md
+    python -m experiments.tables run table4-cpu --runs_root runs/table4_cpu \
+        --out results/table4_cpu.md [--only multi30k_soft,multi30k_acvi] [--dry_run]
+
+``run`` stops before training anything, with exit code 2, when a dataset's files are
+missing or are partial copies (the mirror holds only a 999-line head of IWSLT'15 train
+and 10K Europarl lines of WMT'16): it says what to download and prints the commands it
+would run.
+"""
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+
+from acvi_tf.runs import write_text
+from experiments.tables import preflight
+from experiments.tables.registry import RENDER, TABLES, TASK_OF
+from experiments.tables.render import RESULT_KEYS, find_results
+from experiments.tables.spec import CONFIG_DIR
+
+
+def read_flagfile(path):
+    values = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("--") and "=" in line:
+                key, _, value = line[2:].partition("=")
+                values[key] = value
+    return values
+
+
+def plan(table, runs_root, only=None):
+    """[(name, argv, model_dir, settings)] of the runs of ``TABLES[table]`` (those named in
+    ``only`` when given), run by the table's task CLI; ``settings`` are the flagfile's and
+    the extra args' ``--key=value`` pairs (bare ``--flag`` / ``--noflag`` read as "true" /
+    "false")."""
+    module = f"experiments.{TASK_OF[table]}"
+    out = []
+    for name, flagfile, extra in TABLES[table]:
+        if only is not None and name not in only:
+            continue
+        settings = {}
+        argv = [sys.executable, "-m", module]
+        if flagfile:
+            argv.append(f"--flagfile={os.path.relpath(os.path.join(CONFIG_DIR, flagfile))}")
+            settings.update(read_flagfile(os.path.join(CONFIG_DIR, flagfile)))
+        for arg in extra:
+            key, sep, value = arg[2:].partition("=")
+            settings[key] = value if sep else ("false" if key.startswith("no") else "true")
+        model_dir = os.path.join(runs_root, name)
+        out.append((name, argv + list(extra) + [f"--model_dir={model_dir}"], model_dir, settings))
+    return out
+
+
+def shell(argv):
+    return " ".join(["python"] + [shlex.quote(a) for a in argv[1:]])
+
+
+def execute_runs(runs, stream, done):
+    """Runs, in order, the planned runs not ``done(run)`` yet; the first failure's exit
+    code, else 0."""
+    for run in runs:
+        name, argv = run[:2]
+        if done(run):
+            continue
+        print(f"\n=== {name}: {shell(argv)}", file=stream, flush=True)
+        code = subprocess.call(argv)
+        if code != 0:
+            print(f"{name} failed (exit code {code}); the table is not written", file=stream)
+            return code
+    return 0
+
+
+def run_table(table, runs_root, out, dry_run=False, stream=None, only=None):
+    """Checks the data of every run, runs the missing ones, renders the table to ``out``.
+    Returns 2, running nothing, when data (or features, or trained models) are missing."""
+    stream = stream or sys.stdout
+    task = TASK_OF[table]
+    runs = plan(table, runs_root, only)
+
+    def done(run):
+        return preflight.done(task, run[2], run[3])
+
+    print(f"{table}: {len(runs)} runs under {runs_root}", file=stream)
+    for run in runs:
+        print(f"  [{'done' if done(run) else 'to run'}] {shell(run[1])}", file=stream)
+    if not preflight.CHECKS[task](table, runs, stream):
+        return 2
+    if dry_run:
+        return 0
+    code = execute_runs(runs, stream, done)
+    if code:
+        return code
+    text = RENDER[table](find_results([runs_root], *RESULT_KEYS[task]))
+    write_text(out, text)
+    print(f"\n{text}\n\nwritten to {out}", file=stream)
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m experiments.tables",
+                                     description="Results JSON -> markdown tables, with the "
+                                                 "paper's numbers quoted beside ours.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in RENDER:
+        p = sub.add_parser(name, help=f"render the {name} table from run directories")
+        p.add_argument("--runs", nargs="+", required=True,
+                       help="model_dirs with results.json, or folders of them")
+        p.add_argument("--out", help="markdown file to write (default: print only)")
+    p = sub.add_parser("run", help="check the data, run every missing run, render the table")
+    p.add_argument("table", choices=sorted(TABLES))
+    p.add_argument("--runs_root", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--dry_run", action="store_true",
+                   help="check the data and print the commands; run nothing")
+    p.add_argument("--only", default="all",
+                   help="comma-separated run names of the table to run (e.g. "
+                        "lead3,pg_soft,pg_acvi), or 'all'; the table renders every result "
+                        "found under --runs_root either way")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        only = None
+        if args.only != "all":
+            only = [n for n in args.only.split(",") if n]
+            known = [r[0] for r in TABLES[args.table]]
+            unknown = [n for n in only if n not in known]
+            if unknown or not only:
+                parser.error(f"--only: {', '.join(unknown) or 'no run names'} not among "
+                             f"{args.table}'s runs: {', '.join(known)}")
+        return run_table(args.table, args.runs_root, args.out, args.dry_run, only=only)
+    results = find_results(args.runs, *RESULT_KEYS[TASK_OF[args.command]])
+    if not results:
+        parser.error(f"--runs: no results.json of a translation run under {args.runs}")
+    text = RENDER[args.command](results)
+    if args.out:
+        write_text(args.out, text)
+    print(text)
+    return 0

@@ -1,0 +1,169 @@
+"""Tables 1 and 2: abstractive summarization on CNN/DailyMail (experiments/summarize.py),
+and the lead-3 baseline."""
+
+from experiments.tables.render import (SYSTEM_NAMES, Footnotes, markdown_table, not_run,
+                                       profile_label)
+from experiments.tables.spec import Table
+
+# Table 1 (ROUGE-1, -2, -L F1; METEOR exact, full), the rows we can produce, keyed
+# (system, head, coverage, vocab size); the lead-3 row is See et al.'s.
+PAPER_TABLE1 = [
+    (("soft", "softmax", False, 150_000), "seq2seq with SA (150K vocabulary)",
+     (30.49, 11.17, 28.08, 11.65, 12.86)),
+    (("soft", "softmax", False, 50_000), "seq2seq with SA (50K vocabulary)",
+     (31.33, 11.81, 28.83, 12.03, 13.20)),
+    (("soft", "pointer", False, None), "pointer-generator (SA)", (36.44, 15.66, 33.42, 15.35, 16.65)),
+    (("soft", "pointer", True, None), "pointer-generator + coverage (SA)",
+     (39.53, 17.28, 36.38, 17.32, 18.72)),
+    (("structured", "pointer", False, None), "pointer-generator + structured attention",
+     (36.72, 15.84, 33.64, 15.43, 16.87)),
+    (("structured", "pointer", True, None), "pointer-generator + structured attention + coverage",
+     (40.12, 17.61, 36.74, 17.38, 18.93)),
+    (("acvi", "pointer", False, None), "pointer-generator + ACVI", (39.96, 17.41, 36.40, 16.68, 17.84)),
+    (("acvi", "pointer", True, None), "pointer-generator + ACVI + coverage",
+     (42.71, 19.24, 39.05, 18.47, 20.09)),
+    (("lead-3", None, False, None), "lead-3 baseline", (40.34, 17.70, 36.57, 20.48, 22.21)),
+    # Rows of the ICLR version's Table 1 only (papers/000_*; the same in papers/003_*
+    # but the Transformer's); its other rows have the journal version's numbers.
+    (("transformer", "softmax", False, None), "Transformer (ICLR version)",
+     (24.40, 5.89, 17.60, 10.38, 10.72)),
+    (("variational", "pointer", True, None),
+     "pointer-generator + coverage: variational attention (ICLR version)",
+     (40.04, 17.37, 36.45, 17.14, 18.66)),
+    (("ved", "pointer", True, None), "pointer-generator + coverage: VED (ICLR version)",
+     (41.28, 18.05, 38.12, 17.63, 18.87)),
+]
+# Table 2 (pointer-generator + coverage): rates as printed (read as percentages);
+# variational attention and VED from the ICLR version.
+PAPER_TABLE2 = {"soft": (0.05, 1.16), "structured": (0.05, 1.18), "variational": (0.05, 1.18),
+                "ved": (0.12, 1.21), "acvi": (0.38, 1.25)}
+SUMMARY_SCORES = ("rouge_1", "rouge_2", "rouge_l")
+
+
+def _summary_rows(results):
+    """(row key, scores dict, run) for every Table 1 row our runs give: each coverage
+    run gives a row without coverage (``no_coverage``) and one with it."""
+    rows = []
+    for r in results:
+        if r["system"] == "lead-3":
+            rows.append((("lead-3", None, False, None), r, r))
+            continue
+        system = _summary_system(r)
+        vocab = r.get("vocab_size") if r.get("head") == "softmax" else None
+        if r.get("no_coverage"):
+            rows.append(((system, r["head"], False, vocab), r["no_coverage"], r))
+        rows.append(((system, r["head"], bool(r.get("coverage")), vocab), r, r))
+    return rows
+
+
+def _summary_system(r):
+    """The row system of a summarization run: ``system`` as experiments.summarize writes
+    it (the variant, latent or architecture; softmax-head runs carry a "seq2seq-"
+    prefix), not ``attention`` (soft for VED and the Transformer too)."""
+    system = r.get("system") or r.get("attention")
+    return system[len("seq2seq-"):] if system.startswith("seq2seq-") else system
+
+
+def _summary_notes(r):
+    notes = []
+    if r.get("partial_eval") and r.get("test_articles"):
+        notes.append(f"first {r['test_articles']:,} test articles")
+    if r.get("train_data_partial"):
+        notes.append("partial training data")
+    return notes
+
+
+def _match(key, want):
+    return key[:3] == want[:3] and (want[3] is None or key[3] == want[3])
+
+
+def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail"):
+    """Table 1's rows; ROUGE F1 and METEOR of our runs by profile; Table 2 below it."""
+    rows_ours = _summary_rows(results)
+    profiles = sorted({r["profile"] for _, _, r in rows_ours if r["system"] != "lead-3"}) \
+        or ["paper"]
+    metrics = ("R-1", "R-2", "R-L", "METEOR exact", "METEOR full")
+    headers = ["Method"]
+    for p in profiles:
+        headers += [f"{profile_label(p)}: {m}" for m in metrics]
+    headers += [f"paper (Table 1): {m}" for m in metrics] + ["our run"]
+    rows, notes = [], Footnotes()
+    for key, name, paper in PAPER_TABLE1:
+        row, refs = [name], []
+        for p in profiles:
+            hit = next(((s, r) for k, s, r in rows_ours if _match(k, key)
+                        and (r["profile"] == p or r["system"] == "lead-3")), None)
+            if hit is None:
+                row += [None] * len(metrics)
+                continue
+            s, r = hit
+            meteor = s.get("meteor") or {}
+            row += [s["rouge"][k] for k in SUMMARY_SCORES] + [meteor.get("exact"),
+                                                             meteor.get("full")]
+            ref = notes.add(dict(r, partial_eval=False, splits={}))
+            extra = _summary_notes(r)
+            if s is not r:
+                extra.append(f"at step {s.get('steps'):,}, before coverage")
+            refs.append(ref + (f" ({'; '.join(extra)})" if extra else ""))
+        row += list(paper) + [" ".join(dict.fromkeys(refs)) or not_run(key[0])]
+        rows.append(row)
+    table2_rows = []
+    for system, (nw, oov) in PAPER_TABLE2.items():
+        r = next((x for x in results if x["system"] != "lead-3"
+                  and _summary_system(x) == system
+                  and x.get("head") == "pointer" and x.get("novelty")), None)
+        ours = [r["novelty"]["novel_word_percent"], r["novelty"]["oov_adoption_percent"]] \
+            if r else [None, None]
+        table2_rows.append([SYSTEM_NAMES.get(system, system)] + ours + [nw, oov,
+                           notes.add(dict(r, partial_eval=False, splits={})) if r
+                           else not_run(system)])
+    text = [
+        f"# {title}",
+        "",
+        markdown_table(headers, rows, "l" + "r" * (len(headers) - 2) + "l"),
+        "",
+        "ROUGE-1/2/L F1 from the official ROUGE-1.5.5 (See et al.'s options `-c 95 -2 -1 -U "
+        "-r 1000 -n 4 -w 1.2 -a -m`, one sentence per line); METEOR 1.5 in exact mode and "
+        "in full mode (exact, stem, synonym, paraphrase). Columns headed *ours* are our "
+        "runs; *paper (Table 1)* quotes the paper and is never our result. A coverage run "
+        "gives two rows: the model at the end of the last phase (before coverage) and the "
+        "final one. CPU-scale runs train on a 39,227-pair partial copy with reduced sizes "
+        "and are not comparable with the paper's numbers; the local test chunks are the "
+        "first 4,000 of 11,490 test articles (mostly CNN).",
+        "",
+        "## Table 2: novel words and OOV adoption (pointer-generator + coverage)",
+        "",
+        markdown_table(
+            ["Method", "ours: novel words %", "ours: OOV adoption %",
+             "paper (Table 2): novel words", "paper (Table 2): OOV adoption", "our run"],
+            table2_rows, "lrrrrl"),
+        "",
+        "Novel words: generated tokens absent from the full article; OOV adoption: generated "
+        "tokens that are article words outside the vocabulary (copied by the pointer); both "
+        "pooled over the test summaries, in percent (`acvi_tf/metrics/novelty.py`). The "
+        "paper does not define them; its numbers are read as percentages.",
+        "",
+        "Runs (the command that produced each number):",
+        "",
+        notes.render() or "(none yet)",
+    ]
+    return "\n".join(text)
+
+
+# The baselines' runs (experiments/configs/table1_<name>.flags, table1_cpu_<name>.flags).
+TABLE1_BASELINES = ("pg_structured", "pg_variational", "pg_ved", "transformer")
+TABLE1_RUNS = [("lead3", None, ["--mode=lead3", "--profile=paper"])] + [
+    (n, f"table1_{n}.flags", ["--noprogress"])
+    for n in ("pg_soft", "pg_acvi", "seq2seq_50k", "seq2seq_150k") + TABLE1_BASELINES]
+TABLE1_CPU_RUNS = [("lead3", None, ["--mode=lead3", "--profile=cpu"])] + [
+    (n, f"table1_cpu_{n}.flags", ["--noprogress"])
+    for n in ("pg_soft", "pg_acvi") + TABLE1_BASELINES]
+LEAD3_RUNS = [("lead3", None, ["--mode=lead3", "--profile=paper"])]
+TABLES = {
+    "table1": Table(TABLE1_RUNS, table1, "summarize"),
+    "table1-cpu": Table(TABLE1_CPU_RUNS,
+                        lambda rs: table1(rs, "Table 1 at CPU scale: abstractive summarization "
+                                              "on CNN/DailyMail"), "summarize"),
+    "lead3": Table(LEAD3_RUNS, lambda rs: table1(rs, "The lead-3 baseline on the local "
+                                                     "CNN/DailyMail test chunks"), "summarize"),
+}

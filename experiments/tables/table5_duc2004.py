@@ -1,0 +1,55 @@
+"""Table 5: DUC2004 decoded with the CNN/DailyMail-trained models of Table 1."""
+
+from experiments.tables.render import SYSTEM_NAMES, Footnotes, markdown_table, not_run, profile_label
+from experiments.tables.spec import Table
+from experiments.tables.table1_summarization import SUMMARY_SCORES
+
+# Table 5 of the ICLR version (DUC2004, ROUGE-1/2/L recall at 75 bytes).
+PAPER_TABLE5 = {"soft": ("SA", (27.02, 7.44, 22.69)),
+                "variational": ("Variational attention", (27.65, 7.58, 23.50)),
+                "ved": ("VED", (30.68, 9.97, 27.02)), "acvi": ("ACVI", (32.09, 10.88, 28.14))}
+def table5(results, title="Table 5: DUC2004 with CNN/DailyMail-trained models"):
+    """DUC2004 transfer: ROUGE-1/2/L recall at 75 bytes, ours beside the paper's."""
+    results = [r for r in results if r.get("duc2004")]
+    profiles = sorted({r["profile"] for r in results}) or ["paper"]
+    headers = ["Model"]
+    for p in profiles:
+        headers += [f"{profile_label(p)}: R-{m}" for m in ("1", "2", "L")]
+    headers += ["paper (Table 5): R-1", "paper (Table 5): R-2", "paper (Table 5): R-L",
+                "our run"]
+    rows, notes = [], Footnotes()
+    systems = list(PAPER_TABLE5) + sorted({r["system"] for r in results} - set(PAPER_TABLE5))
+    for system in systems:
+        name, paper = PAPER_TABLE5.get(system, (SYSTEM_NAMES.get(system, system), (None,) * 3))
+        row, refs = [name], []
+        for p in profiles:
+            r = next((x for x in results if x["system"] == system and x["profile"] == p), None)
+            if r is None:
+                row += [None] * 3
+                continue
+            row += [r["duc2004"][k] for k in SUMMARY_SCORES]
+            refs.append(notes.add(dict(r, command=r["duc2004"]["command"],
+                                       train_command=r.get("train_command"),
+                                       partial_eval=False, splits={})))
+        rows.append(row + list(paper) + [" ".join(refs) or not_run(system)])
+    return "\n".join([
+        f"# {title}",
+        "",
+        markdown_table(headers, rows, "l" + "r" * (len(headers) - 2) + "l"),
+        "",
+        "ROUGE-1/2/L recall against the 4 references, Rush et al.'s options `-c 95 -r 1000 "
+        "-n 2 -w 1.2 -a -m -b 75` (first 75 bytes of each summary). The models are the "
+        "pointer-generator + coverage runs of Table 1 (profile in the header), decoding the "
+        "500 first sentences of DUC2004. *paper (Table 5)* quotes the ICLR version.",
+        "",
+        "Runs (the command that produced each number):",
+        "",
+        notes.render() or "(none yet)",
+    ])
+
+
+# make table5 decodes DUC2004 with the pointer-generator runs under --runs_root: Table 5's
+# rows (ICLR version) SA, variational attention, VED and ACVI.
+TABLE5_RUNS = [(n, "table5_duc2004.flags", [])
+               for n in ("pg_soft", "pg_variational", "pg_ved", "pg_acvi")]
+TABLES = {"table5": Table(TABLE5_RUNS, table5, "summarize")}
