@@ -25,10 +25,11 @@ ROWS = (("soft", "Soft attention"), ("acvi_paper_elbo", "ACVI, the paper's ELBO 
 
 def archive(runs_root, cells, archive_root):
     """Copies the small files of every finished run into the archive; returns the number."""
-    copied = 0
+    copied, seen = 0, set()
     for name, _, _, _, model_dir in cells:
-        if not os.path.exists(os.path.join(model_dir, "results.json")):
-            continue
+        if not os.path.exists(os.path.join(model_dir, "results.json")) or model_dir in seen:
+            continue  # a run shared by two cells is archived under the first name
+        seen.add(model_dir)
         dest = os.path.join(archive_root, name)
         os.makedirs(dest, exist_ok=True)
         for f in ARCHIVED:
@@ -115,7 +116,7 @@ def plot_curves(rows, out_png):
             steps, kl = curves(run["_history"], "eval", "kl_mc")
             if steps:
                 axes[1].plot(steps, np.maximum(kl, 1e-3), marker="o", **kw)
-    axes[0].set(xlabel="step", ylabel="dev BLEU (greedy, eval subset)",
+    axes[0].set(xlabel="step", ylabel="dev BLEU (greedy on 200 sentences;\nlast point: beam 5, full dev)",
                 title="Multi30k En→De, CPU scale")
     axes[1].set(xlabel="step", ylabel="dev KL per token (nats, MC)", yscale="log",
                 title="KL[p(c_t; D) || prior] per target token")
@@ -156,9 +157,19 @@ def references(split):
         return None
 
 
-def read_lines(path):
+def read_lines(path, count):
+    """The ``count`` hypotheses of a decode file, one per line. A final newline is not an
+    extra (empty) hypothesis; a file one line short (an empty last hypothesis written
+    without its newline) gets it back."""
     with open(path, encoding="utf-8") as f:
-        return f.read().split("\n")
+        lines = f.read().split("\n")
+    if len(lines) == count + 1 and lines[-1] == "":
+        lines = lines[:-1]
+    elif len(lines) == count - 1:
+        lines.append("")
+    if len(lines) != count:
+        raise ValueError(f"{path}: {len(lines)} lines for {count} references")
+    return lines
 
 
 def write(runs_root, cells, out, study_module=None):
@@ -191,7 +202,7 @@ def write(runs_root, cells, out, study_module=None):
         lines.append(f"| (soft attention, seed 0) | reference | {_fmt(s['val_bleu'])} | – | – | "
                      f"{_fmt(s['context_use'], 3)} | {_fmt(s['dev_nll'], 3)} | – | "
                      f"{_fmt(s['train_min'], 0)} |")
-    for name, _, desc in study.GRID:
+    for name, desc, _ in study.GRID:
         run = runs.get(f"grid_{name}")
         if run is None:
             lines.append(f"| {name} | {desc} | not run yet | | | | | | |")
@@ -250,14 +261,15 @@ def write(runs_root, cells, out, study_module=None):
                          f"- {label} vs soft attention: the Multi30k references are not here")
             continue
         from acvi_tf.metrics.significance import paired_bootstrap_bleu
-        base = sum((read_lines(os.path.join(r["_dir"], "decode_test.txt")) for r in soft_runs[:n]),
-                   [])
-        cand = sum((read_lines(os.path.join(r["_dir"], "decode_test.txt")) for r in other[:n]), [])
+        base = sum((read_lines(os.path.join(r["_dir"], "decode_test.txt"), len(refs))
+                    for r in soft_runs[:n]), [])
+        cand = sum((read_lines(os.path.join(r["_dir"], "decode_test.txt"), len(refs))
+                    for r in other[:n]), [])
         res = paired_bootstrap_bleu(base, cand, list(refs) * n)
         table["multi30k"][row]["paired_bootstrap_vs_soft"] = {**res, "seeds": n}
         lines.append(f"- {label} vs soft attention ({n} seed pair{'s' if n > 1 else ''}): "
                      f"{res['candidate']:.2f} vs {res['baseline']:.2f} BLEU, difference "
-                     f"{res['difference']:+.2f}, p = {res['p_value']:.4f}")
+                     f"{res['difference']:+.2f}, sacrebleu p = {res['p_value']:.4f}")
     lines.append("")
 
     # -- plots ----------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def paired_bootstrap_bleu(baseline, candidate, references, n_samples=1000, token
         raise ValueError(f"paired BLEU needs equal lengths: {len(baseline)} baseline, "
                          f"{len(candidate)} candidate, {len(references)} references")
     test = PairedTest([("baseline", list(baseline)), ("candidate", list(candidate))],
-                      {"BLEU": BLEU(tokenize=tokenize)}, references=[list(references)],
+                      {"BLEU": BLEU(tokenize=tokenize, force=True)}, references=[list(references)],
                       test_type="bs", n_samples=n_samples)
     _, scores = test()
     base, cand = scores["BLEU"]
