@@ -8,7 +8,9 @@ knows no flags and raises ordinary exceptions (:class:`ConfigError` names the
 setting at fault, so a CLI can report it as a flag error).
 """
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import shlex
@@ -36,6 +38,46 @@ class ConfigError(ValueError):
 
 class RunError(RuntimeError):
     """A run cannot go on (e.g. no usable data was read); the message says why."""
+
+
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def locked_run_dir(model_dir):
+    """Holds an OS lock (``fcntl.flock``) on ``model_dir/.lock`` for a run that writes
+    into ``model_dir``: a second process is refused with a :class:`RunError` naming the
+    holder's pid, instead of resuming from the first one's checkpoints and mixing files
+    with it. The lock dies with its process (a SIGKILL frees it). A directory this call
+    created is removed again if the run fails before writing anything into it."""
+    if os.path.exists(model_dir) and not os.path.isdir(model_dir):
+        raise RunError(f"--model_dir={model_dir} is a file, not a directory")
+    created = not os.path.exists(model_dir)
+    os.makedirs(model_dir, exist_ok=True)
+    path = os.path.join(model_dir, LOCK_FILE)
+    handle = open(path, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise RunError(f"{model_dir} is in use by another run (pid {holder}); wait for it "
+                       f"to finish or use another --model_dir") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+        if created and not ok and os.listdir(model_dir) == [LOCK_FILE]:
+            os.remove(path)
+            os.rmdir(model_dir)
 
 
 def log(message):

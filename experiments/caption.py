@@ -237,7 +237,8 @@ def main(argv):
     check_flags(fv)
     if fv.dry_run:
         return dry_run(model_dir, fv)
-    return xflags.run_guarded(lambda: run(model_dir, make_task(fv), fv), errors)
+    return xflags.run_guarded(lambda: run(model_dir, make_task(fv), fv), errors,
+                              model_dir=model_dir, mode=fv.mode)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from acvi_tf.data.sources import DataError
 from acvi_tf.models import model_names
 from acvi_tf.models.decoder import CELLS
 from acvi_tf.models.seq2seq import ModelConfig
-from acvi_tf.runs import (ConfigError, RunError, command_line, load_run_config,
+from acvi_tf.runs import (ConfigError, RunError, command_line, load_run_config, locked_run_dir,
                           save_run_config, update_results)
 from acvi_tf.tasks.base import DecodeConfig, RunInfo
 from acvi_tf.training.trainer import TrainConfig
@@ -483,11 +483,16 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
     return saved
 
 
-def run_guarded(body, errors=()):
+def run_guarded(body, errors=(), model_dir=None, mode=None):
     """Runs a CLI's mode, turning the package's exceptions into the CLI's: a bad
     setting (:class:`ConfigError`) into a :class:`FlagError` naming the flag, missing
-    data or files into ``error: ...`` exits. ``errors`` adds (exception types, prefix)."""
+    data or files into ``error: ...`` exits. ``errors`` adds (exception types, prefix).
+    A ``mode`` that writes into ``model_dir`` (every mode but decode) holds the run
+    directory's lock (:func:`acvi_tf.runs.locked_run_dir`) while it runs."""
     try:
+        if model_dir and mode and mode != "decode":
+            with locked_run_dir(model_dir):
+                return body()
         return body()
     except ConfigError as e:
         raise FlagError(e.field, e.detail) from None

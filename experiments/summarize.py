@@ -220,7 +220,8 @@ def main(argv):
         print(f"command: {command_line(MODULE)}\n" + "\n".join(lines))
         return 0 if complete else 3
     return xflags.run_guarded(lambda: run(model_dir, make_task(fv), fv),
-                              errors=[((RougeError, MeteorError), "metric could not run: ")])
+                              errors=[((RougeError, MeteorError), "metric could not run: ")],
+                              model_dir=model_dir, mode=fv.mode)
 
 
 if __name__ == "__main__":

@@ -201,7 +201,8 @@ def main(argv):
     task = make_task(fv)
     if fv.dry_run:
         return dry_run(model_dir, task, fv)
-    return xflags.run_guarded(lambda: run(model_dir, task, fv))
+    return xflags.run_guarded(lambda: run(model_dir, task, fv), model_dir=model_dir,
+                              mode=fv.mode)
 
 
 if __name__ == "__main__":
