@@ -126,9 +126,22 @@ def _jsonable(obj):
 
 
 def write_text(path, text):
+    """Writes ``text`` (with a final newline) atomically: a temporary file renamed into place."""
     os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
         f.write(text if text.endswith("\n") else text + "\n")
+    os.replace(tmp, path)
+
+
+def write_lines(path, lines):
+    """One line per item, each ending in a newline, atomically: an empty last item (an
+    empty hypothesis) keeps its line, so the file lines up with its references."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("".join(f"{line}\n" for line in lines))
+    os.replace(tmp, path)
 
 
 def load_results(model_dir):

@@ -381,6 +381,27 @@ def run_info(module, flag_values=FLAGS):
     return RunInfo(profile=flag_values.profile, command=command_line(module), argv=sys.argv)
 
 
+def check_option_values(flag_values=FLAGS):
+    """Builds the attention variant and the latent with their options once, at a tiny size,
+    so that a bad option value (``kl_estimator=bogus``, ``temperature=0``) is a flag error
+    before anything is written into the run directory."""
+    fv = flag_values
+    options = parse_attention_options(fv.attention_option, fv.attention)
+    cls = attention_lib.get_attention(fv.attention)
+    if cls.uses_target_vocab:
+        options = {"target_vocab_size": 8, "pad_id": 0, "unk_id": 1, **options}
+    try:
+        cls(8, **options)
+    except (ValueError, TypeError) as e:
+        raise FlagError("attention_option", f"--attention={fv.attention}: {e}") from None
+    latent_options = parse_latent_options(fv.latent_option, fv.latent)
+    if fv.latent:
+        try:
+            _latent_class(fv.latent)(**latent_options)
+        except (ValueError, TypeError) as e:
+            raise FlagError("latent_option", f"--latent={fv.latent}: {e}") from None
+
+
 def check_run_flags(flag_values=FLAGS):
     """The cross-flag checks every task CLI shares; errors name the flag."""
     fv = flag_values
@@ -390,8 +411,7 @@ def check_run_flags(flag_values=FLAGS):
         raise FlagError("input" if fv.input else "output", "is only used with --mode=decode")
     if fv.input and not os.path.exists(fv.input):
         raise FlagError("input", f"file not found: {fv.input}")
-    parse_attention_options(fv.attention_option, fv.attention)
-    parse_latent_options(fv.latent_option, fv.latent)
+    check_option_values(fv)
     if fv.init_from:
         for name in ("model_config.json", "ckpt/checkpoint"):
             if not os.path.isfile(os.path.join(fv.init_from, name)):

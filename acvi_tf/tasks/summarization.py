@@ -340,9 +340,9 @@ class SummarizationEvaluator(Evaluator):
         # An empty summary scores 0; "." keeps ROUGE's input files non-empty.
         hyp_sents = [summary_sentences(w) or ["."] for w in words]
         path = os.path.join(model_dir, f"decode_test{suffix}.txt")
-        runs.write_text(path, "\n".join(" ".join(w) for w in words))
-        runs.write_text(os.path.join(model_dir, "reference_test.txt"),
-                          "\n".join(" ".join(p.abstract_sents) for p in pairs))
+        runs.write_lines(path, [" ".join(w) for w in words])
+        runs.write_lines(os.path.join(model_dir, "reference_test.txt"),
+                         [" ".join(p.abstract_sents) for p in pairs])
         scores = score_summaries(hyp_sents, [p.abstract_sents for p in pairs],
                                  self.config.meteor, self.log)
         scores["novelty"] = novelty.novelty_stats(
@@ -470,8 +470,8 @@ class SummarizationTask(Task):
         watch = runs.Stopwatch()
         pairs, report = read_pairs("test", self.config.max_eval_pairs, log=self.log)
         hyps = [novelty.lead3(p.article) for p in pairs]
-        runs.write_text(os.path.join(model_dir, "decode_test.txt"),
-                        "\n".join(" ".join(h) for h in hyps))
+        runs.write_lines(os.path.join(model_dir, "decode_test.txt"),
+                         [" ".join(h) for h in hyps])
         scores = score_summaries(hyps, [p.abstract_sents for p in pairs], self.config.meteor,
                                  self.log)
         scores.update(test_articles=len(pairs), test_data_report=report, steps=0,
@@ -504,7 +504,7 @@ class SummarizationTask(Task):
         words, _ = evaluator.summarizer(model).summarize(
             examples, self.decode.options(final=True), evaluator.coverage_at(step))
         path = os.path.join(model_dir, "decode_duc2004.txt")
-        runs.write_text(path, "\n".join(" ".join(w) for w in words))
+        runs.write_lines(path, [" ".join(w) for w in words])
         result = rouge.rouge_duc2004([[" ".join(w)] for w in words], duc.references)
         scores = percent_rouge(result, measure="r")
         self.log(f"DUC2004 ROUGE-1/2/L recall (75 bytes): {scores['rouge_1']:.2f} / "

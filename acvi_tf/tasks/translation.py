@@ -243,7 +243,7 @@ class TranslationEvaluator(Evaluator):
             else:
                 hyps, bleu, _, _, _ = self.bleu(model, split, final=True)
             path = os.path.join(model_dir, f"decode_{split}.txt")
-            runs.write_text(path, "\n".join(hyps))
+            runs.write_lines(path, hyps)
             _, _, _, report = self.split(split)
             results[split] = {"bleu": bleu.score, "bleu_string": str(bleu),
                               "signature": bleu.signature, "diversity": diversity.diversity(hyps),
@@ -387,7 +387,7 @@ class TranslationTask(Task):
                 hyps, refs = hyps[:c.max_eval_lines], refs[:c.max_eval_lines]
             bleu = tr.evaluate_bleu(c.dataset, hyps, refs)
             path = os.path.join(model_dir, f"decode_{split}.txt")
-            runs.write_text(path, "\n".join(hyps))
+            runs.write_lines(path, hyps)
             results[split] = {"bleu": bleu.score, "bleu_string": str(bleu),
                               "signature": bleu.signature, "decode_file": path,
                               "diversity": diversity.diversity(hyps), "sentences": len(hyps)}

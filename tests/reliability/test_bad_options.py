@@ -1,0 +1,33 @@
+"""Bad option values are flag errors before the run directory is written (issue 12, defect 4),
+and decode files keep an empty last hypothesis (defect 6)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from acvi_tf import runs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.parametrize("option,message", [("kl_estimator=bogus", "kl_estimator"),
+                                            ("temperature=0", "temperature")])
+def test_bad_acvi_option_value_writes_nothing(tmp_path, option, message):
+    model_dir = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "experiments.translate", "--profile=smoke",
+                        f"--model_dir={model_dir}", "--attention=acvi",
+                        f"--attention_option={option}"], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode != 0
+    assert "attention_option" in r.stderr and message in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not model_dir.exists()
+
+
+def test_empty_last_hypothesis_keeps_its_line(tmp_path):
+    path = tmp_path / "decode_test.txt"
+    runs.write_lines(str(path), ["ein mann", "", "eine frau", ""])
+    assert path.read_text().split("\n")[:-1] == ["ein mann", "", "eine frau", ""]
+    assert not os.path.exists(str(path) + ".tmp")
