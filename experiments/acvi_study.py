@@ -26,10 +26,10 @@ import sys
 import time
 
 MULTI30K_ACVI = "experiments/configs/table4cpu_multi30k_acvi.flags"  # ACVI (ours), once chosen
-MULTI30K_PAPER = "experiments/configs/table4cpu_multi30k_acvi_paper_elbo.flags"
+MULTI30K_PAPER = "experiments/configs/study/table4cpu_multi30k_acvi_paper_elbo.flags"
 MULTI30K_SOFT = "experiments/configs/table4cpu_multi30k_soft.flags"
 CNNDM_ACVI = "experiments/configs/table1_cpu_pg_acvi.flags"  # ACVI (ours), once chosen
-CNNDM_PAPER = "experiments/configs/table1_cpu_pg_acvi_paper_elbo.flags"
+CNNDM_PAPER = "experiments/configs/study/table1_cpu_pg_acvi_paper_elbo.flags"
 CNNDM_SOFT = "experiments/configs/table1_cpu_pg_soft.flags"
 SEEDS = (0, 1, 2)
 
