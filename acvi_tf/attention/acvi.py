@@ -34,6 +34,17 @@ PRIORS = ("standard", "mean_encoder")
 # while its upper bound stayed near 2e3). The matmul is [B, T*K, 2D] x [B, 2D, N], a few
 # percent of a step's FLOPs, so double precision costs little.
 DENSITY_DTYPE = tf.float64
+# log sigma^2 is floored smoothly at 2 log(1e-4): with no KL pressure (KL weight 0) sigma
+# otherwise shrinks without bound (to exp(-100) and below), where even float64 cannot
+# resolve the expanded square (c^2 - 2ch + h^2) / sigma^2. Below sigma = 1e-4 the noise is
+# 1e-4 of an encoder state's scale: the context is deterministic for every purpose.
+LOG_SIGMA_SQ_FLOOR = 2.0 * math.log(1e-4)
+
+
+def floor_log_sigma_sq(log_sigma_sq):
+    """floor + softplus(log sigma^2 - floor): the identity to within 1e-3 from 7 nats above
+    the floor, smooth (gradients never vanish), never below the floor."""
+    return LOG_SIGMA_SQ_FLOOR + tf.nn.softplus(log_sigma_sq - LOG_SIGMA_SQ_FLOOR)
 
 
 gaussian_kl_to_standard = ops.gaussian_kl  # KL(N(mean, diag sigma^2) || N(0, I))
@@ -274,9 +285,11 @@ class ACVI(ContextVariant):
         _check("acvi_mixing", self.mixing, MIXING_MODES)
 
     def prepare(self, memory, mask, training=False, targets=None):
-        """log sigma^2(h_i) (Eq. 18) and the mixture's per-source terms, once per source."""
+        """log sigma^2(h_i) (Eq. 18, floored at :data:`LOG_SIGMA_SQ_FLOOR`) and the
+        mixture's per-source terms, once per source."""
         prior_mean = ops.masked_mean(memory, mask) if self.prior == "mean_encoder" else None
-        return mixture_terms(memory, self.log_sigma_sq_net(memory), prior_mean)
+        log_sigma_sq = floor_log_sigma_sq(self.log_sigma_sq_net(memory))
+        return mixture_terms(memory, log_sigma_sq, prior_mean)
 
     def step(self, scores, memory_state, state, training=False):
         memory, mask = memory_state["memory"], memory_state["mask"]

@@ -326,3 +326,31 @@ def test_kl_reduce_mean_divides_by_context_dimension():
 def test_bad_option_values_are_refused_by_name(option, value):
     with pytest.raises(ValueError, match=option):
         ACVI(D, **{option: value})
+
+
+def test_sigma_floor_keeps_the_mc_kl_right_when_sigma_collapses():
+    """With no KL pressure the sigma-network can drive log sigma^2 to -100 and below; the
+    floor (sigma >= 1e-4) keeps the MC KL equal to tfp's and at most the bound."""
+    rng = np.random.default_rng(2)
+    d, n = 32, 5
+    memory = (0.3 * rng.normal(size=[B, n, d])).astype(np.float32)
+    memory[:, 1] = memory[:, 0] + 1e-3  # two nearly equal components
+    raw = np.full([B, n, d], -150.0, np.float32)
+    lss = acvi_lib.floor_log_sigma_sq(tf.constant(raw)).numpy()
+    assert np.all(lss >= acvi_lib.LOG_SIGMA_SQ_FLOOR - 1e-4)
+    log_probs = tf.nn.log_softmax(tf.constant(rng.normal(size=[B, n]).astype(np.float32)))
+    draws = tf.stack([acvi_lib.ancestral_sample(log_probs, memory, lss, tf.constant([3, j]))
+                      for j in range(8)], axis=1)
+    terms = acvi_lib.mixture_terms(tf.constant(memory), tf.constant(lss))
+    ours = acvi_lib.kl_mixture_mc(tf.repeat(log_probs[:, None], 8, axis=1), terms,
+                                  draws[:, :, None, :]).numpy()
+    x = tf.transpose(draws, [1, 0, 2])
+    prior = -0.5 * tf.reduce_sum(tf.square(x) + np.log(2 * np.pi), axis=-1)
+    reference = tf.transpose(acvi_lib.context_posterior(log_probs, memory, lss).log_prob(x)
+                             - prior).numpy()
+    np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-2)
+    bound = acvi_lib.kl_mixture_bound(tf.exp(log_probs), terms["component_kl"]).numpy()
+    assert np.all(ours.mean(1) <= bound + 1.0)
+    # near the prior the floor is the identity
+    np.testing.assert_allclose(acvi_lib.floor_log_sigma_sq(tf.constant([-6.0, 0.0, 2.0])),
+                               [-6.0, 0.0, 2.0], atol=1e-4)
