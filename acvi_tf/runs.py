@@ -25,6 +25,7 @@ from acvi_tf.models import build_model
 from acvi_tf.models.seq2seq import ModelConfig
 from acvi_tf.training.trainer import TrainConfig, make_optimizer
 from acvi_tf.training.warm_start import copy_matching
+from acvi_tf.utils import manifest
 
 
 class ConfigError(ValueError):
@@ -113,8 +114,14 @@ def save_json(path, obj):
 
 
 def load_json(path):
+    """The JSON object in ``path``; a file that does not parse is a :class:`RunError`
+    naming it (a stored config garbled by hand or by a full disk)."""
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        try:
+            return json.load(f)
+        except ValueError as e:
+            raise RunError(f"{path} is not valid JSON ({e}); restore it or use a new "
+                           f"--model_dir") from None
 
 
 def _jsonable(obj):
@@ -212,10 +219,14 @@ def save_run_config(model_dir, settings, profile, command, flagfile_lines):
     ``flags.txt`` (a flagfile that reproduces the run, after the profile was applied)."""
     save_json(os.path.join(model_dir, "run_config.json"),
               {"flags": settings, "profile": profile, "command": command})
-    with open(os.path.join(model_dir, "flags.txt"), "w", encoding="utf-8") as f:
-        f.write(f"--profile={profile}\n")
-        for line in flagfile_lines:
-            f.write(line + "\n")
+    write_lines(os.path.join(model_dir, "flags.txt"), [f"--profile={profile}"] + flagfile_lines)
+    manifest.record(model_dir, "run_config.json", "flags.txt")
+
+
+def save_vocab(vocab, model_dir, name):
+    """Writes a vocabulary file of the run and records its checksum (:mod:`manifest`)."""
+    vocab.save(os.path.join(model_dir, name))
+    manifest.record(model_dir, name)
 
 
 def load_run_config(model_dir):
@@ -233,9 +244,11 @@ def check_model_config(model_dir, config):
             raise ConfigError("model_dir", f"{model_dir} holds a model with a different "
                               f"configuration ({path}); use a new --model_dir")
     save_json(path, config.__dict__)
+    manifest.record(model_dir, "model_config.json")
 
 
 def load_model_config(model_dir):
+    manifest.verify(model_dir)
     path = os.path.join(model_dir, "model_config.json")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found: --model_dir={model_dir} holds no trained "
@@ -275,10 +288,16 @@ def restore_model(model, model_dir, build_batch):
     optimizer = make_optimizer(train_config)
     optimizer.build(model.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    status = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(path)
-    status.expect_partial()
-    status.assert_existing_objects_matched()
-    reader = tf.train.load_checkpoint(path)
+    try:
+        status = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(path)
+        status.expect_partial()
+        status.assert_existing_objects_matched()
+        reader = tf.train.load_checkpoint(path)
+    except Exception as e:  # noqa: BLE001 - re-raised with the file named
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise RunError(f"cannot restore checkpoint {path} ({type(e).__name__}: {first}); the "
+                       f"file may be truncated. Move ckpt/ aside or use an older checkpoint "
+                       f"(edit {os.path.join(model_dir, 'ckpt', 'checkpoint')})") from None
     keys = set(reader.get_variable_to_shape_map())
     for i, v in enumerate(model.trainable_variables):
         key = f"optimizer/_trainable_variables/{i}/.ATTRIBUTES/VARIABLE_VALUE"

@@ -229,7 +229,8 @@ def main(argv):
             fv.features, fv.videos, fv.cnn_weights, fv.allow_random_cnn, fv.progress), errors)
     model_dir = xflags.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
     saved = xflags.resolve_run_flags(model_dir, fv.mode, PROFILES,
-                                     DATA_FLAGS + xflags.MODEL_FLAGS, fv)
+                                     DATA_FLAGS + xflags.MODEL_FLAGS, fv,
+                                     module=MODULE)
     if saved:
         for name in FEATURE_FLAGS:
             if name in saved["flags"] and not xflags.explicit(name, fv):

@@ -30,6 +30,7 @@ from acvi_tf.models.seq2seq import ModelConfig
 from acvi_tf.runs import (ConfigError, RunError, command_line, load_run_config, locked_run_dir,
                           save_run_config, update_results)
 from acvi_tf.tasks.base import DecodeConfig, RunInfo
+from acvi_tf.utils import manifest
 from acvi_tf.training.trainer import TrainConfig
 from acvi_tf.training.trainer import make_strategy as _make_strategy
 
@@ -471,25 +472,36 @@ def save_flags(model_dir, module, names, extra=None, flag_values=FLAGS):
 
 
 def restore_run_config(model_dir, flag_values=FLAGS):
-    """Adopts the saved profile of ``model_dir``; returns the saved run config or None."""
-    saved = load_run_config(model_dir)
+    """Adopts the saved profile of ``model_dir``; returns the saved run config or None.
+    A changed or unreadable stored file of the run is a ``--model_dir`` error."""
+    try:
+        manifest.verify(model_dir)
+        saved = load_run_config(model_dir)
+    except (manifest.StoredFileError, RunError) as e:
+        raise FlagError("model_dir", str(e)) from None
     if saved and not explicit("profile", flag_values) and saved.get("profile"):
         flag_values.set_default("profile", saved["profile"])
     return saved
 
 
-def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLAGS):
+def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLAGS,
+                      module=None):
     """Profile + saved settings, in the order every task CLI needs them.
 
     The saved run of ``model_dir`` fixes its profile and the flags in
     ``restored_names`` (data and model: eval/decode must rebuild the trained
     model); in eval/decode modes the run's decoding flags too, unless given now.
-    Returns the saved run config (None for a new directory).
+    Returns the saved run config (None for a new directory). ``module`` (the CLI's)
+    refuses a run directory that another CLI made.
     """
     fv = flag_values
     saved = None
     if model_dir and mode in ("eval", "decode", "train", "train_eval"):
         saved = restore_run_config(model_dir, fv)
+    made_by = (saved or {}).get("command", "").split(" ")[2:3]
+    if module and made_by and made_by[0] != module:
+        raise FlagError("model_dir", f"{model_dir} holds a run of {made_by[0]}, not of "
+                        f"{module}; use python -m {made_by[0]} with it")
     apply_profile(profiles, fv)
     if saved:
         restore_saved_flags(saved["flags"], restored_names, fv)
@@ -512,14 +524,21 @@ def run_guarded(body, errors=(), model_dir=None, mode=None):
     try:
         if model_dir and mode and mode != "decode":
             with locked_run_dir(model_dir):
+                manifest.verify(model_dir)
                 return body()
+        if model_dir:
+            manifest.verify(model_dir)
         return body()
     except ConfigError as e:
         raise FlagError(e.field, e.detail) from None
     except DataError as e:
         raise SystemExit(f"error: data missing or malformed: {e}") from None
-    except (FileNotFoundError, RunError) as e:
+    except (FileNotFoundError, RunError, manifest.StoredFileError) as e:
         raise SystemExit(f"error: {e}") from None
+    except OSError as e:
+        if not e.filename:  # an OS error about no file in particular keeps its traceback
+            raise
+        raise SystemExit(f"error: {e.filename}: {e.strerror}") from None
     except Exception as e:  # noqa: BLE001  (only the types the CLI named)
         for types, prefix in errors:
             if isinstance(e, types):

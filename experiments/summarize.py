@@ -209,7 +209,8 @@ def main(argv):
     # duc2004 reads a trained model exactly as eval does.
     restore_mode = "eval" if fv.mode == "duc2004" else fv.mode
     saved = xflags.resolve_run_flags(model_dir, restore_mode, PROFILES,
-                                     DATA_FLAGS + xflags.MODEL_FLAGS, fv)
+                                     DATA_FLAGS + xflags.MODEL_FLAGS, fv,
+                                     module=MODULE)
     if saved:
         for name in SCHEDULE_FLAGS + ("train_steps",):
             if name in saved["flags"] and not xflags.explicit(name, fv):

@@ -196,7 +196,8 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = FLAGS
     model_dir = xflags.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
-    xflags.resolve_run_flags(model_dir, fv.mode, PROFILES, DATA_FLAGS + xflags.MODEL_FLAGS, fv)
+    xflags.resolve_run_flags(model_dir, fv.mode, PROFILES, DATA_FLAGS + xflags.MODEL_FLAGS, fv,
+                             module=MODULE)
     check_flags(fv)
     task = make_task(fv)
     if fv.dry_run:

@@ -651,8 +651,22 @@ def prepare(dataset, src_lang, tgt_lang, min_count=2, max_vocab_size=None, varia
         codec = SentencePieceCodec(model)
         return TranslationData(dataset, src_lang, tgt_lang, codec.vocab, codec.vocab, codec,
                                variant, report=f"shared BPE model {model} ({len(codec)} pieces)")
-    src_vocab = load_vocab(dataset, src_lang, min_count, max_vocab_size, variant)
-    tgt_vocab = load_vocab(dataset, tgt_lang, min_count, max_vocab_size, variant)
+    if dataset == MULTI30K:
+        # Both sides at once: a training split whose sides do not pair up (or are empty)
+        # is refused before a vocabulary exists that a later run would reuse.
+        src, tgt, _, _ = _read_pair(dataset, "train", src_lang, tgt_lang, variant, None)
+        vocabs = []
+        for side, lang in ((src, src_lang), (tgt, tgt_lang)):
+            vocab = Vocab.build((split_tokens(line) for line in side.lines),
+                                min_count=min_count, max_size=max_vocab_size)
+            if len(vocab) <= len(SPECIALS):
+                raise DataError(f"{dataset} train ({lang}): {', '.join(side.paths)} gives an "
+                                f"empty vocabulary (no token seen {min_count}+ times)")
+            vocabs.append(vocab)
+        src_vocab, tgt_vocab = vocabs
+    else:
+        src_vocab = load_vocab(dataset, src_lang, min_count, max_vocab_size, variant)
+        tgt_vocab = load_vocab(dataset, tgt_lang, min_count, max_vocab_size, variant)
     return TranslationData(dataset, src_lang, tgt_lang, src_vocab, tgt_vocab, None, variant,
                            report=f"vocab sizes {src_lang} {len(src_vocab):,}, "
                                   f"{tgt_lang} {len(tgt_vocab):,} (4 special tokens included)")

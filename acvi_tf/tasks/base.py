@@ -8,6 +8,7 @@ those configs and pick the mode.
 """
 
 import dataclasses
+import os
 import sys
 
 import numpy as np
@@ -16,6 +17,7 @@ import tensorflow as tf
 from acvi_tf import attention, latent
 from acvi_tf.models import model_names
 from acvi_tf.registry import Registry
+from acvi_tf.runs import RunError
 
 TASKS = Registry("task")
 
@@ -203,11 +205,29 @@ class BatchedDecoder:
 
 
 def read_lines(path, stream):
-    """The lines of ``path`` (or of ``stream`` when path is empty), newline stripped."""
+    """The lines of ``path`` (or of ``stream`` when path is empty), newline stripped. A
+    line that is not UTF-8 is a :class:`RunError` naming the file and the line."""
+    name = path or "<stdin>"
     if path:
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\n") for line in f]
-    return [line.rstrip("\n") for line in stream]
+        if os.path.isdir(path):
+            raise RunError(f"--input={path} is a directory, not a text file")
+        with open(path, "rb") as f:
+            raw = f.read()
+    else:
+        raw = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogateescape")
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, line in enumerate(lines, 1):
+        try:
+            out.append(line.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise RunError(f"{name}, line {number}: not UTF-8 (byte {line[e.start]:#04x} at "
+                           f"column {e.start + 1}); convert the input to UTF-8") from None
+    return out
 
 
 def write_output(path, texts, log=print, what="lines"):

@@ -220,7 +220,7 @@ def load_data(model_dir, config, log=print, store=None, check_features=True):
         vocab = msvd.build_vocab(splits["train"], min_count=config.min_count,
                                  max_size=config.max_vocab_size)
         os.makedirs(model_dir, exist_ok=True)
-        vocab.save(path)
+        runs.save_vocab(vocab, model_dir, "vocab.txt")
     lines.append(f"msvd {config.split_scheme} split: " + ", ".join(
         f"{k} {len(s.clips):,} clips / {s.num_captions:,} captions" for k, s in splits.items())
         + f"; vocabulary {len(vocab):,}")
@@ -385,7 +385,6 @@ class CaptioningTask(Task):
     def train(self, model_dir, model_config, train_config, strategy=None, before_training=None):
         """Trains (resuming from model_dir if possible); returns (model, evaluator, info)."""
         c, data, steps = self.config, self.data, train_config.train_steps
-        watch = runs.Stopwatch()
         batches = data.batches("train", c.batch_size, c)
         epochs = steps / batches.num_batches()
         self.log(f"train: {batches.num_examples:,} (clip, caption) pairs "
@@ -404,7 +403,7 @@ class CaptioningTask(Task):
                               init_from, model_dir, build_batch(init_from) if init_from else None,
                               self.log))
         metrics = trainer.train()
-        info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": watch.seconds(),
+        info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": trainer.train_seconds(),
                 "train_metrics": {k: float(v) for k, v in metrics.items()},
                 "train_pairs": batches.num_examples, "epochs": epochs,
                 "train_data_partial": data.partial, "train_command": self.run.command,

@@ -379,7 +379,7 @@ class SummarizationTask(Task):
             return self.vocab
         vocab = cnndm.load_vocab(self.config.vocab_size)
         os.makedirs(model_dir, exist_ok=True)
-        vocab.save(path)
+        runs.save_vocab(vocab, model_dir, "vocab.txt")
         self.vocab = vocab
         return vocab
 
@@ -399,7 +399,6 @@ class SummarizationTask(Task):
         Returns (model, evaluator, info).
         """
         c, steps = self.config, train_config.train_steps
-        watch = runs.Stopwatch()
         os.makedirs(model_dir, exist_ok=True)
         vocab = self.vocab or self.load_vocab(model_dir)
         pairs, report = read_pairs("train", c.max_train_pairs, log=self.log)
@@ -440,7 +439,7 @@ class SummarizationTask(Task):
                                                          model_dir, suffix="_no_coverage")
                 runs.update_results(model_dir, no_coverage=info["no_coverage"])
         metrics = trainer.train()
-        info.update({"steps": int(trainer.step.numpy()), "train_wall_time_sec": watch.seconds(),
+        info.update({"steps": int(trainer.step.numpy()), "train_wall_time_sec": trainer.train_seconds(),
                      "train_metrics": {k: float(v) for k, v in metrics.items()},
                      "train_pairs": len(store), "train_data_report": report,
                      "train_data_partial": (cnndm.split_counts("train")[0]

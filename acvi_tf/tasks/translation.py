@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from acvi_tf import runs
+from acvi_tf.utils import manifest
 from acvi_tf.data import sources
 from acvi_tf.data import translation as tr
 from acvi_tf.data.batching import Batches
@@ -286,6 +287,7 @@ class TranslationTask(Task):
                 for name in (tr.SPM_MODEL, tr.SPM_VOCAB, tr.SPM_MANIFEST):
                     shutil.copy2(os.path.join(os.path.dirname(model), name),
                                  os.path.join(bpe_dir, name))
+                    manifest.record(model_dir, os.path.join("bpe", name))
             codec = tr.SentencePieceCodec(spm_model)
             self.data = tr.TranslationData(
                 c.dataset, src, tgt, codec.vocab, codec.vocab, codec, c.variant,
@@ -300,8 +302,8 @@ class TranslationTask(Task):
         data = tr.prepare(c.dataset, src, tgt, min_count=c.min_count,
                           max_vocab_size=c.max_vocab_size, variant=c.variant)
         os.makedirs(model_dir, exist_ok=True)
-        data.src_vocab.save(paths[0])
-        data.tgt_vocab.save(paths[1])
+        runs.save_vocab(data.src_vocab, model_dir, os.path.basename(paths[0]))
+        runs.save_vocab(data.tgt_vocab, model_dir, os.path.basename(paths[1]))
         self.data = data
         return data
 
@@ -325,7 +327,6 @@ class TranslationTask(Task):
         ``before_training()`` runs once the model config is checked (the CLI saves its
         settings there)."""
         c = self.config
-        watch = runs.Stopwatch()
         os.makedirs(model_dir, exist_ok=True)
         data = self.data or self.load_data(model_dir)
         self.log(f"data: {c.dataset} {self.src}->{self.tgt}; {data.report}")
@@ -348,7 +349,7 @@ class TranslationTask(Task):
                           warm_start=runs.warm_start_fn(train_config.init_from, model_dir,
                                                         self.build_batch(), self.log))
         metrics = trainer.train()
-        info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": watch.seconds(),
+        info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": trainer.train_seconds(),
                 "train_metrics": {k: float(v) for k, v in metrics.items()},
                 "train_pairs": batches.num_examples, "epochs": steps / batches.num_batches(),
                 "train_data_partial": corpus.partial, "train_data_report": corpus.report,

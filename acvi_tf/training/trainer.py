@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from acvi_tf.training import schedules, summaries
 from acvi_tf.training.step import train_step
+from acvi_tf.utils import manifest
 from acvi_tf.utils.ops import fold_seed
 
 
@@ -56,8 +57,11 @@ class TrainConfig:
     init_from: str = ""                # warm start: the run directory copied from (recorded)
 
     def save(self, path):
-        with open(path, "w") as f:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
             json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True)
+        os.replace(tmp, path)
+        manifest.record(os.path.dirname(path) or ".", os.path.basename(path))
 
 
 def make_optimizer(config):
@@ -128,6 +132,8 @@ class Trainer:
             self.ckpt, os.path.join(config.model_dir, "ckpt"), max_to_keep=config.keep_checkpoints)
         self._train_fns = {}
         self._built = False
+        self._seconds_before = 0.0  # training seconds of earlier sessions (the checkpoint's)
+        self._since = None
         self._writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "train"))
         self._eval_writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "eval"))
 
@@ -193,9 +199,12 @@ class Trainer:
         self._apply_new_learning_rate()
         path = self._position_path(self.step.numpy())
         position = None
+        self._seconds_before = 0.0
         if os.path.exists(path):
             with open(path) as f:
-                position = json.load(f)["position"]
+                saved = json.load(f)
+            position = saved["position"]
+            self._seconds_before = float(saved.get("train_seconds", 0.0))
         self.log(f"resumed from {latest} at step {int(self.step.numpy())}")
         return position
 
@@ -212,13 +221,21 @@ class Trainer:
             self.log(f"learning rate: the checkpoint had {old:g}; --learning_rate={new:g} "
                      f"applies from now on")
 
+    def train_seconds(self):
+        """Wall seconds spent training this model over every session that led to it: a
+        resumed run adds the earlier sessions' time up to the checkpoint it resumed from
+        (stored beside each checkpoint), so the number does not depend on interruptions
+        (beyond the steps redone after them)."""
+        return self._seconds_before + (time.time() - self._since if self._since else 0.0)
+
     def save(self, position):
         step = int(self.step.numpy())
         # The position file first: a checkpoint never exists without its position.
         tmp = self._position_path(step) + ".tmp"
         os.makedirs(os.path.dirname(tmp), exist_ok=True)
         with open(tmp, "w") as f:
-            json.dump({"step": step, "position": position}, f)
+            json.dump({"step": step, "position": position,
+                       "train_seconds": self.train_seconds()}, f)
         os.replace(tmp, self._position_path(step))
         self.manager.save(checkpoint_number=step)
 
@@ -296,6 +313,9 @@ class Trainer:
             saved_position = self.restore(latest)
         iterator = iter(self.train_data(saved_position))
         step = int(self.step.numpy())
+        if not latest:
+            self._seconds_before = 0.0
+        self._since = time.time()
         position = saved_position
         bar = _progress(cfg.progress, cfg.train_steps, step)
         window, t0, last = [], time.time(), {}
@@ -317,7 +337,7 @@ class Trainer:
             if float(metrics["finite"]) < 1.0:
                 bad = {k: float(v) for k, v in metrics.items() if k not in ("finite",)}
                 raise TrainingDiverged(
-                    f"non-finite loss or gradient at step {step} ({_fmt(bad)}); the update was "
+                    f"non-finite loss or gradient at step {step + 1} ({_fmt(bad)}); the update was "
                     f"not applied and nothing was saved: the last good checkpoint is "
                     f"{self.manager.latest_checkpoint or '(none yet)'} in {cfg.model_dir}")
             step += 1

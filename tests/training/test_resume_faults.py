@@ -70,3 +70,20 @@ def test_a_new_learning_rate_applies_on_resume_and_is_said(tmp_path):
     assert any("learning rate: the checkpoint had 0.01; --learning_rate=0.001" in m
                for m in logged), logged
     assert float(np.asarray(resumed.optimizer.learning_rate)) == pytest.approx(0.001)
+
+
+def test_training_time_adds_up_over_resumed_sessions(tmp_path):
+    """Defect 8: ``train_wall_time_sec`` counted only the last session."""
+    import json
+    import time
+    first = _trainer(tmp_path, 6, checkpoint_every=2)
+    first.train(stop_at=4)
+    position = tmp_path / "ckpt" / "position-4.json"
+    saved = json.loads(position.read_text())
+    assert 0 < saved["train_seconds"] <= first.train_seconds()
+    saved["train_seconds"] = 1000.0  # as if the first session had been long
+    position.write_text(json.dumps(saved))
+    resumed = _trainer(tmp_path, 6, checkpoint_every=2)
+    t0 = time.time()
+    resumed.train()
+    assert 1000.0 < resumed.train_seconds() <= 1000.0 + (time.time() - t0)

@@ -72,7 +72,8 @@ def test_non_finite_loss_stops_cleanly_and_keeps_last_checkpoint(tmp_path):
         return terms
 
     trainer.model.loss_terms = loss_terms
-    with pytest.raises(TrainingDiverged, match="step 3.*ckpt-2"):
+    # Step 4 as the progress lines count it (the 4th update, from step 3 to 4).
+    with pytest.raises(TrainingDiverged, match="at step 4 .*ckpt-2"):
         trainer.train()
     # The bad update was not applied: the weights are finite and nothing after ckpt-2 was saved.
     assert all(np.all(np.isfinite(w)) for w in _weights(trainer))

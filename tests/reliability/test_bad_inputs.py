@@ -1,0 +1,99 @@
+"""Bad input gets one line naming the flag or file, and writes nothing (issue 12):
+bad flag values, decode input that is not UTF-8 or not a file, another CLI's run
+directory, a data file that is a directory, a truncated checkpoint."""
+
+import glob
+import io
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from acvi_tf import runs
+from acvi_tf.models.seq2seq import Seq2Seq
+from acvi_tf.tasks.base import read_lines
+from tests.experiments.test_translate import _write_mirror
+from tests.training.test_trainer import _cfg, _trainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _cli(args, env=None, module="experiments.translate"):
+    return subprocess.run([sys.executable, "-m", module] + args, cwd=ROOT, capture_output=True,
+                          text=True, timeout=600,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {})))
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("--train_steps=-1", "--train_steps"),
+    ("--batch_size=0", "--batch_size"),
+    ("--attention=bogus", "--attention"),
+    ("--attention_option=nonsense", "'nonsense' is not key=value"),
+    ("--attention_option=unknown_key=1", "unknown_key not an option of --attention=soft"),
+    ("--learning_rate=-1", "--learning_rate"),
+    ("--beam_width=0", "--beam_width"),
+    ("--profile=bogus", "--profile"),
+    ("--gumbel_fraction=2", "--gumbel_fraction"),
+    ("--init_from=/nonexistent", "/nonexistent holds no trained run"),
+])
+def test_a_bad_flag_is_named_and_nothing_is_written(tmp_path, flag, message):
+    model_dir = tmp_path / "run"
+    r = _cli(["--profile=smoke", f"--model_dir={model_dir}", flag])
+    assert r.returncode != 0
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not model_dir.exists()
+
+
+def test_another_clis_run_directory_is_refused(tmp_path):
+    runs.save_run_config(str(tmp_path), {}, "smoke", "python -m experiments.summarize --x=1", [])
+    before = sorted(os.listdir(tmp_path))
+    r = _cli([f"--model_dir={tmp_path}", "--mode=decode", "--input=README.md"])
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "holds a run of experiments.summarize, not of experiments.translate" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == before  # no vocabulary written into it
+
+
+def test_a_data_file_that_is_a_directory_is_named(tmp_path):
+    mirror = _write_mirror(str(tmp_path / "mirror"))
+    path = os.path.join(mirror, "multi30k", "tok", "train.lc.norm.tok.en")
+    os.remove(path)
+    os.mkdir(path)
+    r = _cli(["--profile=smoke", f"--model_dir={tmp_path / 'run'}", "--allow_partial_data"],
+             env={"ACVI_DATA_MIRROR": mirror, "ACVI_DATA_DIR": str(tmp_path / "data")})
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert f"error: {path}: Is a directory" in r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_decode_input_that_is_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"a man\nein \xff mann\n")
+    with pytest.raises(runs.RunError, match=r"in.txt, line 2: not UTF-8 \(byte 0xff at column 5"):
+        read_lines(str(path), None)
+    with pytest.raises(runs.RunError, match="is a directory"):
+        read_lines(str(tmp_path), None)
+    stdin = io.TextIOWrapper(io.BytesIO(b"x\n\xc3\n"), encoding="utf-8")
+    with pytest.raises(runs.RunError, match="<stdin>, line 2"):
+        read_lines("", stdin)
+
+
+def test_decode_input_lines_are_kept_exactly(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes("ein mann\n\nzwei  frauen\r\nüber\n".encode())
+    assert read_lines(str(path), None) == ["ein mann", "", "zwei  frauen\r", "über"]
+    assert read_lines("", io.TextIOWrapper(io.BytesIO(b"a\nb"), encoding="utf-8")) == ["a", "b"]
+
+
+def test_a_truncated_checkpoint_is_named(tmp_path):
+    run = _trainer(tmp_path, 2, attention="soft", checkpoint_every=2)
+    run.train()
+    for path in glob.glob(str(tmp_path / "ckpt" / "ckpt-2.data-*")):
+        with open(path, "r+b") as f:
+            f.truncate(100)
+    batch = {"src": np.full([1, 2], 4, np.int32), "tgt_in": np.asarray([[2, 4]], np.int32),
+             "tgt_out": np.asarray([[4, 3]], np.int32)}
+    with pytest.raises(runs.RunError, match="cannot restore checkpoint .*ckpt-2 .*truncated"):
+        runs.restore_model(Seq2Seq(_cfg(attention="soft")), str(tmp_path), batch)
