@@ -82,3 +82,30 @@ def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "results" / "acvi_study.json").read_text()) == data
     assert acvi_study_report.curves([{"step": 1, "eval": {"x": 1}}, {"step": 1, "eval": {"x": 2}}],
                                     "eval", "x") == ([1], [2])
+
+
+def _flags(path):
+    with open(path, encoding="utf-8") as f:
+        return {line.strip() for line in f if line.startswith("--")
+                and not line.startswith("--model_dir=")}
+
+
+@pytest.mark.parametrize("ours,paper,task", [
+    (acvi_study.MULTI30K_ACVI, acvi_study.MULTI30K_PAPER, "multi30k"),
+    (acvi_study.CNNDM_ACVI, acvi_study.CNNDM_PAPER, "cnndm")])
+def test_the_tables_acvi_flagfile_is_the_chosen_grid_cell(ours, paper, task):
+    """The tables' "ACVI" row runs exactly the chosen cell: the paper's row plus the
+    cell's flags (a later flag of the same name replaces the earlier one)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cell = acvi_study.OURS[task]
+    assert cell is not None
+    expected = {}
+    for flag in sorted(_flags(os.path.join(root, paper))) + acvi_study.grid_flags(cell):
+        key = flag.split("=", 1)[0] if not flag.startswith("--attention_option=") else \
+            flag.split("=", 2)[1]
+        expected[key] = flag
+    assert _flags(os.path.join(root, ours)) == set(expected.values())
+    dirs = {c[0]: c[4] for c in acvi_study.cells("r")}
+    if task == "multi30k":
+        assert dirs["multi30k_acvi_s0"] == dirs[f"grid_{cell}"]
+        assert dirs["multi30k_acvi_s1"] == os.path.join("r", "multi30k_acvi_s1")
