@@ -51,7 +51,7 @@ MODEL_FLAGS = ("embed_dim", "encoder_units", "encoder_layers", "decoder_units", 
                "attention_units", "head_units", "score", "attention", "attention_option", "head",
                "coverage", "coverage_weight", "dropout", "num_samples", "model", "num_heads",
                "ff_units", "transformer_layers", "latent", "latent_option", "word_dropout",
-               "decoder_cell")
+               "decoder_cell", "system")
 TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "clip_norm",
                "batch_size", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices",
@@ -116,6 +116,10 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                       "Train even when a dataset file is a partial copy (the results then "
                       "say so); the paper profile refuses by default.", flag_values=fv)
     # -- model ----------------------------------------------------------------------
+    flags.DEFINE_string("system", "", "The table row this run fills (results.json's "
+                        "`system`), e.g. acvi_paper_elbo for ACVI with the paper's ELBO; "
+                        "empty (default): named after --model/--attention/--latent.",
+                        flag_values=fv)
     flags.DEFINE_enum("model", d.model, model_choices(),
                       "Architecture (from the model registry): seq2seq, the attentional "
                       "LSTM machine whose context variant --attention picks; transformer, "
@@ -379,7 +383,8 @@ def decode_config_from_flags(flag_values=FLAGS):
 
 def run_info(module, flag_values=FLAGS):
     """What results.json records of this run: profile, command line, argv."""
-    return RunInfo(profile=flag_values.profile, command=command_line(module), argv=sys.argv)
+    return RunInfo(profile=flag_values.profile, command=command_line(module), argv=sys.argv,
+                   system=flag_values.system)
 
 
 def check_option_values(flag_values=FLAGS):

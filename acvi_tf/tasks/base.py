@@ -56,6 +56,7 @@ class RunInfo:
     profile: str = ""        # the settings profile (paper, cpu, smoke)
     command: str = ""        # the shell command that ran
     argv: list = dataclasses.field(default_factory=list)
+    system: str = ""         # the table row it fills ("": named after the model)
 
 
 def system_name(config):

@@ -414,7 +414,7 @@ class CaptioningTask(Task):
         """The fields of results.json of an evaluated run."""
         provenance = self.data.features.provenance()
         result = {
-            "task": "caption", "dataset": "msvd", "system": system_name(model_config),
+            "task": "caption", "dataset": "msvd", "system": self.run.system or system_name(model_config),
             "attention": model_config.attention, "profile": self.run.profile, "steps": step,
             "split_scheme": self.config.split_scheme,
             "scores": {s: r["scores"] for s, r in split_results.items()},

@@ -454,7 +454,7 @@ class SummarizationTask(Task):
     def results(self, scores, model_config=None, extra=None, system=None):
         """The fields of results.json of an evaluated run."""
         data = {"task": "summarize", "dataset": "cnn_dailymail",
-                "system": system or system_of(model_config),
+                "system": system or self.run.system or system_of(model_config),
                 "attention": None if system else model_config.attention,
                 "head": model_config.head if model_config else None,
                 "vocab_size": self.config.vocab_size, "profile": self.run.profile,

@@ -362,7 +362,7 @@ class TranslationTask(Task):
         """The fields of results.json of an evaluated run."""
         data = {"task": "translate", "dataset": self.config.dataset, "src": self.src,
                 "tgt": self.tgt, "direction": f"{self.src}->{self.tgt}",
-                "system": system or system_name(model_config),
+                "system": system or self.run.system or system_name(model_config),
                 "attention": None if system else model_config.attention,
                 "profile": self.run.profile, "steps": step,
                 "bleu": {s: r["bleu"] for s, r in split_results.items()},

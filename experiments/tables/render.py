@@ -9,6 +9,7 @@ from acvi_tf.tasks.base import system_names
 SYSTEM_NAMES = {"soft": "Baseline (soft attention)", "structured": "Structured attention",
            "variational": "Variational attention (Deng et al. 2018)",
            "ved": "VED (Bahuleyan et al. 2018)", "acvi": "ACVI",
+           "acvi_paper_elbo": "ACVI, the paper's ELBO (Eq. 22 taken literally)",
            "transformer": "Transformer (Vaswani et al. 2017)",
            "copy-source": "Copy the source (floor)"}
 PROFILE_LABELS = {"paper": "ours, paper profile", "cpu": "ours, CPU scale",

@@ -56,6 +56,8 @@ def test_translation_trains_evaluates_and_reports(tmp_path, monkeypatch):
     assert set(splits) == {"dev", "test"} and splits["test"]["sentences"] == 6
     results = task.results(splits, seconds, info["steps"], config, extra=info)
     assert results["system"] == system_name(config) == "acvi"
+    task.run = dataclasses.replace(RUN, system="acvi_paper_elbo")  # --system names the row
+    assert task.results(splits, seconds, info["steps"], config)["system"] == "acvi_paper_elbo"
     assert results["profile"] == "smoke" and results["partial_eval"] is True
     assert results["decode"]["beam_width"] == 2
     saved = runs.finish_results(model_dir, results)
