@@ -432,6 +432,10 @@ def check_run_flags(flag_values=FLAGS):
     if fv.optimizer != "sgd" and fv.lr_decay != "none":
         raise FlagError("lr_decay", f"{fv.lr_decay!r} is the SGD step decay; use it with "
                         f"--optimizer=sgd (got --optimizer={fv.optimizer})")
+    if fv.xla and fv.strategy != "default" and fv.mode in ("train", "train_eval"):
+        from acvi_tf.training.trainer import XLA_REPLICAS_MESSAGE, xla_replicas_supported
+        if not xla_replicas_supported():
+            raise FlagError("xla", XLA_REPLICAS_MESSAGE.format(strategy=fv.strategy))
 
 
 def require_model_dir(flag_values=FLAGS):

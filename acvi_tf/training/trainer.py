@@ -76,6 +76,17 @@ def make_optimizer(config):
     raise ValueError(f"--optimizer={config.optimizer!r}: choose adam or sgd")
 
 
+XLA_REPLICAS_MESSAGE = (
+    "XLA cannot compile the cross-replica training step of --strategy={strategy} on CPU "
+    "devices (TensorFlow reads replica_1's variables from CPU:0 and fails); drop --xla, or "
+    "use --strategy=default")
+
+
+def xla_replicas_supported():
+    """Whether an XLA-compiled step can run on several replicas here (GPUs only)."""
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
 def make_strategy(name="default", num_devices=None):
     """``default`` (one device), ``mirrored`` (all local devices), ``multiworker``."""
     if name == "default":
@@ -121,6 +132,10 @@ class Trainer:
         if config.kl_anneal not in schedules.KL_ANNEALING:
             raise ValueError(f"--kl_anneal={config.kl_anneal!r}: choose one of "
                              f"{', '.join(schedules.KL_ANNEALING)}")
+        if (config.jit_compile and self.strategy.num_replicas_in_sync > 1
+                and not xla_replicas_supported()):
+            raise ValueError(XLA_REPLICAS_MESSAGE.format(
+                strategy=type(self.strategy).__name__))
         os.makedirs(config.model_dir, exist_ok=True)
         keras.utils.set_random_seed(config.seed)
         with self.strategy.scope():

@@ -47,6 +47,14 @@ def test_a_bad_flag_is_named_and_nothing_is_written(tmp_path, flag, message):
     assert not model_dir.exists()
 
 
+def test_xla_under_a_mirrored_strategy_is_refused_up_front(tmp_path):
+    r = _cli(["--profile=smoke", f"--model_dir={tmp_path / 'run'}", "--xla",
+              "--strategy=mirrored"])
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "--xla: XLA cannot compile the cross-replica training step" in r.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_another_clis_run_directory_is_refused(tmp_path):
     runs.save_run_config(str(tmp_path), {}, "smoke", "python -m experiments.summarize --x=1", [])
     before = sorted(os.listdir(tmp_path))
