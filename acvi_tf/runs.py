@@ -23,7 +23,7 @@ import tensorflow as tf
 from acvi_tf.metrics import diversity
 from acvi_tf.models import build_model
 from acvi_tf.models.seq2seq import ModelConfig
-from acvi_tf.training.trainer import TrainConfig, make_optimizer
+from acvi_tf.training.trainer import TrainConfig, is_chief, make_optimizer
 from acvi_tf.training.warm_start import copy_matching
 from acvi_tf.utils import manifest
 
@@ -158,8 +158,11 @@ def load_results(model_dir):
 
 
 def update_results(model_dir, **fields):
-    """Merges ``fields`` into ``model_dir/results.json`` (created if absent)."""
+    """Merges ``fields`` into ``model_dir/results.json`` (created if absent). Only the
+    chief of a multi-worker run writes (the others return what they would have written)."""
     path = os.path.join(model_dir, "results.json")
+    if not is_chief():
+        return dict(fields)
     results = load_json(path) if os.path.exists(path) else {}
     for key, value in fields.items():
         if isinstance(value, dict) and isinstance(results.get(key), dict):
@@ -216,7 +219,10 @@ def finish_results(model_dir, data, log=None):
 
 def save_run_config(model_dir, settings, profile, command, flagfile_lines):
     """Writes ``run_config.json`` (the resolved settings, the profile, the command) and
-    ``flags.txt`` (a flagfile that reproduces the run, after the profile was applied)."""
+    ``flags.txt`` (a flagfile that reproduces the run, after the profile was applied).
+    Only the chief of a multi-worker run writes them."""
+    if not is_chief():
+        return
     save_json(os.path.join(model_dir, "run_config.json"),
               {"flags": settings, "profile": profile, "command": command})
     write_lines(os.path.join(model_dir, "flags.txt"), [f"--profile={profile}"] + flagfile_lines)
@@ -224,7 +230,10 @@ def save_run_config(model_dir, settings, profile, command, flagfile_lines):
 
 
 def save_vocab(vocab, model_dir, name):
-    """Writes a vocabulary file of the run and records its checksum (:mod:`manifest`)."""
+    """Writes a vocabulary file of the run and records its checksum (:mod:`manifest`);
+    only the chief of a multi-worker run writes it (the others build the same one)."""
+    if not is_chief():
+        return
     vocab.save(os.path.join(model_dir, name))
     manifest.record(model_dir, name)
 
@@ -243,6 +252,8 @@ def check_model_config(model_dir, config):
         if saved != config:
             raise ConfigError("model_dir", f"{model_dir} holds a model with a different "
                               f"configuration ({path}); use a new --model_dir")
+    if not is_chief():
+        return
     save_json(path, config.__dict__)
     manifest.record(model_dir, "model_config.json")
 

@@ -32,6 +32,7 @@ from acvi_tf.runs import (ConfigError, RunError, command_line, load_run_config, 
 from acvi_tf.tasks.base import DecodeConfig, RunInfo
 from acvi_tf.utils import manifest
 from acvi_tf.training.trainer import TrainConfig
+from acvi_tf.training.trainer import is_chief
 from acvi_tf.training.trainer import make_strategy as _make_strategy
 
 FLAGS = flags.FLAGS
@@ -531,7 +532,9 @@ def run_guarded(body, errors=(), model_dir=None, mode=None):
     A ``mode`` that writes into ``model_dir`` (every mode but decode) holds the run
     directory's lock (:func:`acvi_tf.runs.locked_run_dir`) while it runs."""
     try:
-        if model_dir and mode and mode != "decode":
+        if model_dir and mode and mode != "decode" and is_chief():
+            # (the other workers of a multi-worker run share the chief's model_dir and
+            # write nothing into it)
             with locked_run_dir(model_dir):
                 manifest.verify(model_dir)
                 return body()
@@ -576,7 +579,7 @@ def train(task, model_dir, save, flag_values=FLAGS):
     model, evaluator, info = task.train(model_dir, config,
                                         train_config_from_flags(model_dir, fv),
                                         make_strategy(fv), before_training=save)
-    if fv.mode == "train":
+    if fv.mode == "train" or not is_chief():  # the chief alone evaluates and writes results
         update_results(model_dir, **info)
         return None
     return model, evaluator, info, config

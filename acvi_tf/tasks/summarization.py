@@ -434,7 +434,7 @@ class SummarizationTask(Task):
             previous = runs.load_results(model_dir).get("no_coverage", {})
             if previous.get("steps") == coverage_start:
                 info["no_coverage"] = previous  # a resumed run keeps its earlier evaluation
-            elif int(trainer.step.numpy()) == coverage_start:
+            elif int(trainer.step.numpy()) == coverage_start and trainer.is_chief:
                 info["no_coverage"] = evaluator.evaluate(trainer.model, coverage_start,
                                                          model_dir, suffix="_no_coverage")
                 runs.update_results(model_dir, no_coverage=info["no_coverage"])

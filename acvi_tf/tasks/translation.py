@@ -15,7 +15,6 @@ import numpy as np
 import tensorflow as tf
 
 from acvi_tf import runs
-from acvi_tf.utils import manifest
 from acvi_tf.data import sources
 from acvi_tf.data import translation as tr
 from acvi_tf.data.batching import Batches
@@ -27,7 +26,8 @@ from acvi_tf.tasks.base import (BatchedDecoder, Evaluator, Task, register_task,
                                 resumable_train_data, system_name)
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
-from acvi_tf.training.trainer import Trainer
+from acvi_tf.training.trainer import Trainer, is_chief
+from acvi_tf.utils import manifest
 
 DATASETS = tr.DATASETS
 LANGS = {"iwslt15_en_vi": ("en", "vi"), "wmt16_en_ro": ("en", "ro"), "multi30k": ("en", "de")}
@@ -279,7 +279,11 @@ class TranslationTask(Task):
         bpe_dir = os.path.join(model_dir, "bpe")
         if c.dataset == "wmt16_en_ro":
             spm_model = os.path.join(bpe_dir, tr.SPM_MODEL)
-            if not os.path.exists(spm_model):
+            if not os.path.exists(spm_model) and not is_chief():
+                # the chief copies it into model_dir; the other workers read the shared one
+                spm_model = tr.train_bpe(tr.default_bpe_dir(c.bpe_vocab_size),
+                                         c.bpe_vocab_size, seed=0)
+            elif not os.path.exists(spm_model):
                 shared = tr.default_bpe_dir(c.bpe_vocab_size)
                 self.log(f"training/reusing the shared BPE model in {shared} ...")
                 model = tr.train_bpe(shared, c.bpe_vocab_size, seed=0)

@@ -18,7 +18,9 @@ import dataclasses
 import glob
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 import keras
@@ -87,6 +89,25 @@ def xla_replicas_supported():
     return bool(tf.config.list_physical_devices("GPU"))
 
 
+def is_chief(strategy=None):
+    """Whether this process writes the run's files. Under ``MultiWorkerMirroredStrategy``
+    only the chief does (the ``chief`` task, else worker 0); the cluster comes from the
+    strategy's resolver, or from ``TF_CONFIG`` before a strategy exists."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is not None and resolver.task_type is not None:
+        task_type, task_id = resolver.task_type, resolver.task_id
+        cluster = resolver.cluster_spec().as_dict()
+    else:
+        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+        if not config.get("task"):
+            return True
+        task_type, task_id = config["task"].get("type"), config["task"].get("index", 0)
+        cluster = config.get("cluster", {})
+    if task_type == "chief":
+        return True
+    return task_type == "worker" and int(task_id) == 0 and "chief" not in cluster
+
+
 def make_strategy(name="default", num_devices=None):
     """``default`` (one device), ``mirrored`` (all local devices), ``multiworker``."""
     if name == "default":
@@ -137,6 +158,12 @@ class Trainer:
             raise ValueError(XLA_REPLICAS_MESSAGE.format(
                 strategy=type(self.strategy).__name__))
         os.makedirs(config.model_dir, exist_ok=True)
+        # Every worker of a multi-worker run saves its checkpoints (saving is collective),
+        # but only the chief into model_dir: the others into a scratch directory that
+        # goes at the end. All of them resume from the chief's checkpoints.
+        self.is_chief = is_chief(self.strategy)
+        self.write_dir = config.model_dir if self.is_chief else tempfile.mkdtemp(
+            prefix="acvi-worker-")
         keras.utils.set_random_seed(config.seed)
         with self.strategy.scope():
             self.model = model_fn()
@@ -144,13 +171,13 @@ class Trainer:
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         self.ckpt = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step)
         self.manager = tf.train.CheckpointManager(
-            self.ckpt, os.path.join(config.model_dir, "ckpt"), max_to_keep=config.keep_checkpoints)
+            self.ckpt, os.path.join(self.write_dir, "ckpt"), max_to_keep=config.keep_checkpoints)
         self._train_fns = {}
         self._built = False
         self._seconds_before = 0.0  # training seconds of earlier sessions (the checkpoint's)
         self._since = None
-        self._writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "train"))
-        self._eval_writer = tf.summary.create_file_writer(os.path.join(config.model_dir, "eval"))
+        self._writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "train"))
+        self._eval_writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "eval"))
 
     # -- building and restoring -------------------------------------------------
     def _build(self, batch):
@@ -160,8 +187,9 @@ class Trainer:
             self.model.loss_terms(_to_tensors(batch), training=False)
             self.optimizer.build(self.model.trainable_variables)
 
-    def _position_path(self, step):
-        return os.path.join(self.config.model_dir, "ckpt", f"position-{int(step)}.json")
+    def _position_path(self, step, write=False):
+        root = self.write_dir if write else self.config.model_dir
+        return os.path.join(root, "ckpt", f"position-{int(step)}.json")
 
     def readable_checkpoints(self):
         """``[(step, prefix)]`` of every ``ckpt/ckpt-N`` whose files can be read, newest
@@ -182,7 +210,7 @@ class Trainer:
     def latest_checkpoint(self):
         """The checkpoint to resume from: the state file's, when it is readable, else the
         newest readable one (said loudly). None only when no checkpoint file exists."""
-        stated = self.manager.latest_checkpoint
+        stated = tf.train.latest_checkpoint(os.path.join(self.config.model_dir, "ckpt"))
         readable = self.readable_checkpoints()
         if stated and any(prefix == stated for _, prefix in readable):
             return stated
@@ -246,12 +274,12 @@ class Trainer:
     def save(self, position):
         step = int(self.step.numpy())
         # The position file first: a checkpoint never exists without its position.
-        tmp = self._position_path(step) + ".tmp"
+        tmp = self._position_path(step, write=True) + ".tmp"
         os.makedirs(os.path.dirname(tmp), exist_ok=True)
         with open(tmp, "w") as f:
             json.dump({"step": step, "position": position,
                        "train_seconds": self.train_seconds()}, f)
-        os.replace(tmp, self._position_path(step))
+        os.replace(tmp, self._position_path(step, write=True))
         self.manager.save(checkpoint_number=step)
 
     # -- the step --------------------------------------------------------------
@@ -318,7 +346,8 @@ class Trainer:
         """
         cfg = self.config
         end = min(cfg.train_steps, stop_at) if stop_at else cfg.train_steps
-        cfg.save(os.path.join(cfg.model_dir, "train_config.json"))
+        if self.is_chief:
+            cfg.save(os.path.join(cfg.model_dir, "train_config.json"))
         saved_position = None
         first = None
         latest = self.latest_checkpoint()
@@ -375,6 +404,8 @@ class Trainer:
         newest = self.manager.latest_checkpoint or latest
         if not newest or int(newest.rsplit("-", 1)[1]) != step:
             self.save(position)
+        if not self.is_chief:
+            shutil.rmtree(self.write_dir, ignore_errors=True)
         result = self.evaluate(step)
         return {**last, **(result or {})}
 
@@ -399,7 +430,7 @@ class Trainer:
         return means
 
     def evaluate(self, step):
-        if self.eval_fn is None:
+        if self.eval_fn is None or not self.is_chief:
             return None
         out = self.eval_fn(self.model, step) or {}
         scalars = {k: v for k, v in out.get("scalars", {}).items() if v is not None}
@@ -421,6 +452,8 @@ class Trainer:
         """Appends one JSON line to ``history.jsonl`` (train windows, evaluations): the
         curves the results scripts plot. A resumed run may repeat a step; the last
         line of a step wins."""
+        if not self.is_chief:
+            return
         path = os.path.join(self.config.model_dir, "history.jsonl")
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"time": time.time(), **record}) + "\n")
