@@ -416,6 +416,8 @@ def check_run_flags(flag_values=FLAGS):
         raise FlagError("train_steps", "must be at least 1 to train")
     if fv.mode != "decode" and (fv.input or fv.output):
         raise FlagError("input" if fv.input else "output", "is only used with --mode=decode")
+    if fv.mode != "decode" and getattr(fv, "attention_plots", None):
+        raise FlagError("attention_plots", "is only used with --mode=decode")
     if fv.input and not os.path.exists(fv.input):
         raise FlagError("input", f"file not found: {fv.input}")
     check_option_values(fv)

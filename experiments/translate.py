@@ -113,6 +113,12 @@ def define_flags(fv=FLAGS):
                         "stdin).", **kw)
     flags.DEFINE_string("output", None, "--mode=decode: where to write (default: stdout).",
                         **kw)
+    flags.DEFINE_string("attention_plots", None, "--mode=decode: draw the attention of the "
+                        "first --attention_plots_count inputs as PNG heat-maps in this "
+                        "directory (source tokens against target tokens; ACVI adds its mean "
+                        "sigma per source position).", **kw)
+    flags.DEFINE_integer("attention_plots_count", 5, "How many inputs --attention_plots draws.",
+                         lower_bound=1, **kw)
 
 
 define_flags()
@@ -178,7 +184,8 @@ def run(model_dir, task, fv=FLAGS):
         model, step = load_model(model_dir, task.build_batch())
         config = task.model_config(xflags.model_config_from_flags(fv))
         if fv.mode == "decode":
-            hyps = task.translate_lines(model, read_lines(fv.input, sys.stdin))
+            hyps = task.translate_lines(model, read_lines(fv.input, sys.stdin),
+                                        fv.attention_plots, fv.attention_plots_count)
             write_output(fv.output, hyps, task.log, "translations")
             return 0
         evaluator, info = task.evaluator(), None

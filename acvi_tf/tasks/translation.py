@@ -28,6 +28,7 @@ from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.training.trainer import Trainer, is_chief
 from acvi_tf.utils import manifest
+from acvi_tf.utils.attention_plots import plot_attention
 
 DATASETS = tr.DATASETS
 LANGS = {"iwslt15_en_vi": ("en", "vi"), "wmt16_en_ro": ("en", "ro"), "multi30k": ("en", "de")}
@@ -154,6 +155,38 @@ class Translator:
         hyp_ids, attention = self._decoder.decode(self.model, self.opts, lengths, make_batch,
                                                   attention_for)
         return self.data.decode_batch(hyp_ids), hyp_ids, attention
+
+
+def write_attention_plots(out_dir, model, data, src_ids, hyp_ids, attention, wanted):
+    """One PNG per sentence in ``wanted``: a_t^i of the decoded translation, source
+    tokens against target tokens (vocabulary tokens, so OOV words show as ``<unk>``),
+    with ACVI's mean sigma(h_i) (Eq. 18) per source position as a second panel."""
+    if wanted and not attention:
+        raise runs.RunError(f"--attention_plots: --model={model.config.model} gives no "
+                            f"attention weights to draw")
+    paths = []
+    for i in wanted:
+        a = np.asarray(attention[i])
+        src = [data.src_vocab.id_to_token(t) for t in src_ids[i]][:a.shape[1]]
+        tgt = [data.tgt_vocab.id_to_token(t) for t in hyp_ids[i]][:a.shape[0]]
+        tgt += ["</s>"] * (a.shape[0] - len(tgt))
+        sigma = source_sigma(model, src_ids[i])
+        path = os.path.join(out_dir, f"attention_{i:04d}.png")
+        plot_attention(path, a[:, :len(src)], src, tgt,
+                       sigma=None if sigma is None else sigma[:len(src)],
+                       title=f"sentence {i + 1} ({model.config.attention})")
+        paths.append(path)
+    return paths
+
+
+def source_sigma(model, ids):
+    """The context variant's mean sigma per source position (ACVI), or None."""
+    variant = getattr(model, "variant", None)
+    if variant is None:
+        return None
+    memory_state, _ = model.start({"src": tf.constant([ids], tf.int32)}, training=False)
+    values = variant.diagnostics(memory_state).get("sigma_mean")
+    return None if values is None else np.asarray(values)[0]
 
 
 class TranslationEvaluator(Evaluator):
@@ -400,16 +433,27 @@ class TranslationTask(Task):
         return runs.finish_results(
             model_dir, self.results(results, watch.seconds(), 0, system="copy-source"), self.log)
 
-    def translate_lines(self, model, lines):
-        """Source lines in the dataset's form -> translations."""
+    def source_ids(self, lines):
+        """Source lines in the dataset's form -> id lists (words or BPE pieces)."""
         data = self.data
         lines = [line.rstrip("\r") for line in lines]
         if data.codec is not None:
             texts = [tr.normalize_text(line, data.src_lang) for line in lines]
-            src_ids = [ids.tolist() for ids in data.codec.encode(texts)] if texts else []
-        else:
-            src_ids = [data.src_vocab.encode(split_tokens(line)) for line in lines]
-        hyps, _, _ = Translator(model, data, batch_size=self.decode.decode_batch_size,
-                                **self.decode.options(final=True)).translate(src_ids)
+            return [ids.tolist() for ids in data.codec.encode(texts)] if texts else []
+        return [data.src_vocab.encode(split_tokens(line)) for line in lines]
+
+    def translate_lines(self, model, lines, attention_plots=None, plot_count=0):
+        """Source lines in the dataset's form -> translations. With ``attention_plots``
+        (a directory), the attention of the first ``plot_count`` lines is drawn there
+        (:func:`write_attention_plots`)."""
+        src_ids = self.source_ids(lines)
+        wanted = range(min(plot_count, len(src_ids))) if attention_plots else ()
+        hyps, hyp_ids, attention = Translator(
+            model, self.data, batch_size=self.decode.decode_batch_size,
+            **self.decode.options(final=True)).translate(src_ids, attention_for=wanted)
+        if attention_plots:
+            paths = write_attention_plots(attention_plots, model, self.data, src_ids, hyp_ids,
+                                          attention, wanted)
+            self.log(f"attention: {len(paths)} pictures in {attention_plots}")
         return hyps
 

@@ -7,12 +7,15 @@ the setting (the CLIs turn them into flag errors)."""
 import dataclasses
 import os
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from acvi_tf import runs
+from acvi_tf.attention.acvi import floor_log_sigma_sq
 from acvi_tf.models.seq2seq import ModelConfig
 from acvi_tf.runs import ConfigError
-from acvi_tf.tasks import TASKS, DecodeConfig, RunInfo, system_name
+from acvi_tf.tasks import TASKS, DecodeConfig, RunInfo, system_name, translation
 from acvi_tf.tasks.captioning import CaptioningConfig, CaptioningTask
 from acvi_tf.tasks.translation import TranslationConfig, TranslationTask
 from acvi_tf.training.trainer import TrainConfig
@@ -57,6 +60,17 @@ def test_translation_trains_evaluates_and_reports(tmp_path, monkeypatch):
     results = task.results(splits, seconds, info["steps"], config, extra=info)
     assert results["system"] == system_name(config) == "acvi"
     task.run = dataclasses.replace(RUN, system="acvi_paper_elbo")  # --system names the row
+    # --attention_plots: one picture per sentence asked for, and ACVI's sigma panel holds
+    # the mean sigma of Eq. 18 computed here from the encoder states directly
+    lines = ["a man sleeps", "two dogs run fast"]
+    hyps = task.translate_lines(model, lines, str(tmp_path / "plots"), plot_count=1)
+    assert len(hyps) == 2 and os.listdir(tmp_path / "plots") == ["attention_0000.png"]
+    ids = task.source_ids(lines[:1])[0]
+    src = tf.constant([ids], tf.int32)
+    memory, _ = model.encoder(src, model.source_mask({"src": src}), training=False)
+    log_sigma_sq = floor_log_sigma_sq(model.variant.log_sigma_sq_net(memory))
+    np.testing.assert_allclose(translation.source_sigma(model, ids),
+                               np.exp(0.5 * log_sigma_sq.numpy()[0]).mean(-1), rtol=1e-5)
     assert task.results(splits, seconds, info["steps"], config)["system"] == "acvi_paper_elbo"
     assert results["profile"] == "smoke" and results["partial_eval"] is True
     assert results["decode"]["beam_width"] == 2
