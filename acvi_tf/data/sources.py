@@ -12,10 +12,11 @@ Partial copies are reported against the official sizes, e.g.
 """
 
 import dataclasses
-import hashlib
 import os
 import shutil
 import urllib.request
+
+from acvi_tf.utils.manifest import file_sha256
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_DATA_DIR = os.path.join(REPO_ROOT, "data")
@@ -132,14 +133,6 @@ def completeness(name, path, local_path=None):
     return f"{name}/{path}: {n:,} lines (complete)", False
 
 
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def download(name, paths=None, progress=print):
     """Downloads the registered files of ``name`` into ``data_dir()`` and verifies them.
 
@@ -166,7 +159,7 @@ def download(name, paths=None, progress=print):
             raise DataError(f"could not download {name}/{f.path} from {f.url}: {e}. "
                             f"Set ACVI_DATA_MIRROR to a folder holding {name}/{f.path}, "
                             f"or {src.how_to_get}") from e
-        if f.sha256 and _sha256(tmp) != f.sha256:
+        if f.sha256 and file_sha256(tmp) != f.sha256:
             os.remove(tmp)
             raise DataError(f"{name}/{f.path}: checksum mismatch after download from {f.url}")
         os.replace(tmp, dest)

@@ -21,7 +21,8 @@ class StoredFileError(RuntimeError):
     """A stored file of a run directory is missing or differs from what was written."""
 
 
-def _digest(path):
+def file_sha256(path):
+    """The sha256 of a file's bytes, read in 1 MiB blocks (hex)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -51,7 +52,7 @@ def record(model_dir, *names):
     entries = _load(model_dir)
     for name in names:
         path = os.path.join(model_dir, name)
-        entries[name] = {"bytes": os.path.getsize(path), "sha256": _digest(path)}
+        entries[name] = {"bytes": os.path.getsize(path), "sha256": file_sha256(path)}
     path = os.path.join(model_dir, MANIFEST)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -71,7 +72,7 @@ def verify(model_dir):
             raise StoredFileError(f"{path} is missing; the run wrote it ({entry['bytes']:,} "
                                   f"bytes) and needs it. Restore it or use a new --model_dir")
         size = os.path.getsize(path)
-        if size != entry["bytes"] or _digest(path) != entry["sha256"]:
+        if size != entry["bytes"] or file_sha256(path) != entry["sha256"]:
             how = (f"{size:,} bytes instead of the {entry['bytes']:,} written" if size
                    != entry["bytes"] else "same size, different content")
             raise StoredFileError(f"{path} was changed since the run wrote it ({how}; "
