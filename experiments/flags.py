@@ -234,6 +234,16 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                          lower_bound=1, flag_values=fv)
 
 
+def define_attention_plot_flags(flag_values=FLAGS):
+    """``--attention_plots`` and ``--attention_plots_count`` of a CLI's decode mode."""
+    flags.DEFINE_string("attention_plots", None, "--mode=decode: draw the attention of the "
+                        "first --attention_plots_count inputs as PNG heat-maps in this "
+                        "directory (source tokens against output tokens; ACVI adds its mean "
+                        "sigma per source position).", flag_values=flag_values)
+    flags.DEFINE_integer("attention_plots_count", 5, "How many inputs --attention_plots draws.",
+                         lower_bound=1, flag_values=flag_values)
+
+
 def _model_defaults():
     return ModelConfig()
 

@@ -135,6 +135,7 @@ def define_flags(fv=FLAGS):
                         "line (default: stdin).", **kw)
     flags.DEFINE_string("output", None, "--mode=decode: where to write the summaries "
                         "(default: stdout).", **kw)
+    xflags.define_attention_plot_flags(fv)
 
 
 def make_task(fv=FLAGS):
@@ -190,7 +191,8 @@ def run(model_dir, task, fv=FLAGS):
     config = task.model_config(xflags.model_config_from_flags(fv))
     if fv.mode == "decode":
         lines = read_lines(fv.input, sys.stdin)
-        summaries = task.summarize(model, step, config, fv.train_steps, lines)
+        summaries = task.summarize(model, step, config, fv.train_steps, lines,
+                                   fv.attention_plots, fv.attention_plots_count)
         write_output(fv.output, [" ".join(w) for w in summaries], task.log, "summaries")
     elif fv.mode == "duc2004":
         task.duc2004(model, step, config, fv.train_steps, model_dir)

@@ -113,12 +113,7 @@ def define_flags(fv=FLAGS):
                         "stdin).", **kw)
     flags.DEFINE_string("output", None, "--mode=decode: where to write (default: stdout).",
                         **kw)
-    flags.DEFINE_string("attention_plots", None, "--mode=decode: draw the attention of the "
-                        "first --attention_plots_count inputs as PNG heat-maps in this "
-                        "directory (source tokens against target tokens; ACVI adds its mean "
-                        "sigma per source position).", **kw)
-    flags.DEFINE_integer("attention_plots_count", 5, "How many inputs --attention_plots draws.",
-                         lower_bound=1, **kw)
+    xflags.define_attention_plot_flags(fv)
 
 
 define_flags()

@@ -231,6 +231,40 @@ def read_lines(path, stream):
     return out
 
 
+def write_attention_plots(out_dir, model, attention, pictures):
+    """One PNG per ``(index, source ids, source tokens, target tokens)`` in ``pictures``:
+    a_t^i (``attention[index]``, [T, N]) of the decoded output, source tokens against
+    target tokens, with ACVI's mean sigma(h_i) (Eq. 18) per source position as a second
+    panel. Tokens are vocabulary tokens, so OOV words show as ``<unk>``; target steps
+    past the tokens given are the end token. Returns the paths."""
+    from acvi_tf.utils.attention_plots import plot_attention
+    if pictures and not attention:
+        raise RunError(f"--attention_plots: --model={model.config.model} gives no attention "
+                       f"weights to draw")
+    paths = []
+    for index, ids, src, tgt in pictures:
+        a = np.asarray(attention[index])
+        src, tgt = list(src)[:a.shape[1]], list(tgt)[:a.shape[0]]
+        tgt += ["</s>"] * (a.shape[0] - len(tgt))
+        sigma = source_sigma(model, ids)
+        path = os.path.join(out_dir, f"attention_{index:04d}.png")
+        plot_attention(path, a[:, :len(src)], src, tgt,
+                       sigma=None if sigma is None else sigma[:len(src)],
+                       title=f"input {index + 1} ({model.config.attention})")
+        paths.append(path)
+    return paths
+
+
+def source_sigma(model, ids):
+    """The context variant's mean sigma per source position (ACVI), or None."""
+    variant = getattr(model, "variant", None)
+    if variant is None:
+        return None
+    memory_state, _ = model.start({"src": tf.constant([ids], tf.int32)}, training=False)
+    values = variant.diagnostics(memory_state).get("sigma_mean")
+    return None if values is None else np.asarray(values)[0]
+
+
 def write_output(path, texts, log=print, what="lines"):
     """``texts`` one a line to ``path`` (stdout when empty)."""
     text = "".join(t + "\n" for t in texts)

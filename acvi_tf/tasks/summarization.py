@@ -26,7 +26,7 @@ from acvi_tf.models import build_model
 from acvi_tf.runs import ConfigError
 from acvi_tf.tasks.base import (Evaluator, Task, best_hypothesis_decoder,
                                 decode_in_batches, register_task, resumable_train_data,
-                                system_name)
+                                system_name, write_attention_plots)
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.training.schedules import ModeSchedule, PhaseSchedule
@@ -479,15 +479,25 @@ class SummarizationTask(Task):
             scores, system="lead-3", extra={"head": None, "vocab_size": None, "decode": None}),
             self.log)
 
-    def summarize(self, model, step, model_config, train_steps, texts):
+    def summarize(self, model, step, model_config, train_steps, texts, attention_plots=None,
+                  plot_count=0):
         """Article lines -> summaries (word lists); empty articles give empty lists.
-        ``train_steps``: the run's (its phase schedule says when coverage is on)."""
+        ``train_steps``: the run's (its phase schedule says when coverage is on). With
+        ``attention_plots`` (a directory), the attention of the first ``plot_count``
+        non-empty articles is drawn there (:func:`write_attention_plots`)."""
         keep = [i for i, line in enumerate(texts) if cnndm.split_words(line)]
         examples = [cnndm.make_example(texts[i], [], self.vocab, self.config.max_enc_steps,
                                        self.config.max_dec_steps) for i in keep]
         evaluator = self.evaluator(model_config, train_steps)
-        words, _ = evaluator.summarizer(model).summarize(
-            examples, self.decode.options(final=True), evaluator.coverage_at(step))
+        wanted = range(min(plot_count, len(examples))) if attention_plots else ()
+        words, attention = evaluator.summarizer(model).summarize(
+            examples, self.decode.options(final=True), evaluator.coverage_at(step), wanted)
+        if attention_plots:
+            paths = write_attention_plots(attention_plots, model, attention, [
+                (j, examples[j].enc_input,
+                 [self.vocab.id_to_token(t) for t in examples[j].enc_input], words[j])
+                for j in wanted])
+            self.log(f"attention: {len(paths)} pictures in {attention_plots}")
         out = [[] for _ in texts]
         for i, w in zip(keep, words):
             out[i] = w

@@ -23,12 +23,11 @@ from acvi_tf.metrics import diversity
 from acvi_tf.models import build_model
 from acvi_tf.runs import ConfigError
 from acvi_tf.tasks.base import (BatchedDecoder, Evaluator, Task, register_task,
-                                resumable_train_data, system_name)
+                                resumable_train_data, system_name, write_attention_plots)
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.training.trainer import Trainer, is_chief
 from acvi_tf.utils import manifest
-from acvi_tf.utils.attention_plots import plot_attention
 
 DATASETS = tr.DATASETS
 LANGS = {"iwslt15_en_vi": ("en", "vi"), "wmt16_en_ro": ("en", "ro"), "multi30k": ("en", "de")}
@@ -155,38 +154,6 @@ class Translator:
         hyp_ids, attention = self._decoder.decode(self.model, self.opts, lengths, make_batch,
                                                   attention_for)
         return self.data.decode_batch(hyp_ids), hyp_ids, attention
-
-
-def write_attention_plots(out_dir, model, data, src_ids, hyp_ids, attention, wanted):
-    """One PNG per sentence in ``wanted``: a_t^i of the decoded translation, source
-    tokens against target tokens (vocabulary tokens, so OOV words show as ``<unk>``),
-    with ACVI's mean sigma(h_i) (Eq. 18) per source position as a second panel."""
-    if wanted and not attention:
-        raise runs.RunError(f"--attention_plots: --model={model.config.model} gives no "
-                            f"attention weights to draw")
-    paths = []
-    for i in wanted:
-        a = np.asarray(attention[i])
-        src = [data.src_vocab.id_to_token(t) for t in src_ids[i]][:a.shape[1]]
-        tgt = [data.tgt_vocab.id_to_token(t) for t in hyp_ids[i]][:a.shape[0]]
-        tgt += ["</s>"] * (a.shape[0] - len(tgt))
-        sigma = source_sigma(model, src_ids[i])
-        path = os.path.join(out_dir, f"attention_{i:04d}.png")
-        plot_attention(path, a[:, :len(src)], src, tgt,
-                       sigma=None if sigma is None else sigma[:len(src)],
-                       title=f"sentence {i + 1} ({model.config.attention})")
-        paths.append(path)
-    return paths
-
-
-def source_sigma(model, ids):
-    """The context variant's mean sigma per source position (ACVI), or None."""
-    variant = getattr(model, "variant", None)
-    if variant is None:
-        return None
-    memory_state, _ = model.start({"src": tf.constant([ids], tf.int32)}, training=False)
-    values = variant.diagnostics(memory_state).get("sigma_mean")
-    return None if values is None else np.asarray(values)[0]
 
 
 class TranslationEvaluator(Evaluator):
@@ -452,8 +419,10 @@ class TranslationTask(Task):
             model, self.data, batch_size=self.decode.decode_batch_size,
             **self.decode.options(final=True)).translate(src_ids, attention_for=wanted)
         if attention_plots:
-            paths = write_attention_plots(attention_plots, model, self.data, src_ids, hyp_ids,
-                                          attention, wanted)
+            data = self.data
+            paths = write_attention_plots(attention_plots, model, attention, [
+                (i, src_ids[i], [data.src_vocab.id_to_token(t) for t in src_ids[i]],
+                 [data.tgt_vocab.id_to_token(t) for t in hyp_ids[i]]) for i in wanted])
             self.log(f"attention: {len(paths)} pictures in {attention_plots}")
         return hyps
 

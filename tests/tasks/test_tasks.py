@@ -15,7 +15,7 @@ from acvi_tf import runs
 from acvi_tf.attention.acvi import floor_log_sigma_sq
 from acvi_tf.models.seq2seq import ModelConfig
 from acvi_tf.runs import ConfigError
-from acvi_tf.tasks import TASKS, DecodeConfig, RunInfo, system_name, translation
+from acvi_tf.tasks import TASKS, DecodeConfig, RunInfo, base, system_name
 from acvi_tf.tasks.captioning import CaptioningConfig, CaptioningTask
 from acvi_tf.tasks.translation import TranslationConfig, TranslationTask
 from acvi_tf.training.trainer import TrainConfig
@@ -69,7 +69,7 @@ def test_translation_trains_evaluates_and_reports(tmp_path, monkeypatch):
     src = tf.constant([ids], tf.int32)
     memory, _ = model.encoder(src, model.source_mask({"src": src}), training=False)
     log_sigma_sq = floor_log_sigma_sq(model.variant.log_sigma_sq_net(memory))
-    np.testing.assert_allclose(translation.source_sigma(model, ids),
+    np.testing.assert_allclose(base.source_sigma(model, ids),
                                np.exp(0.5 * log_sigma_sq.numpy()[0]).mean(-1), rtol=1e-5)
     assert task.results(splits, seconds, info["steps"], config)["system"] == "acvi_paper_elbo"
     assert results["profile"] == "smoke" and results["partial_eval"] is True
@@ -136,6 +136,12 @@ def test_summarization_phases_coverage_and_lead3(tmp_path, monkeypatch):
     model, evaluator, info = task.train(model_dir, model_config, _train_config(model_dir, 3))
     assert info["coverage_steps"] == 1 and evaluator.coverage_at(3)
     assert not evaluator.coverage_at(2)
+    # --attention_plots in decode: one picture per non-empty article asked for
+    out = task.summarize(model, 3, model_config, 3, ["", "the cat sat on the mat .",
+                                                      "a dog ran ."],
+                         attention_plots=str(tmp_path / "plots"), plot_count=1)
+    assert len(out) == 3 and out[0] == []
+    assert os.listdir(tmp_path / "plots") == ["attention_0000.png"]
     try:
         scores = evaluator.evaluate(model, 3, model_dir)
     except Exception as e:  # ROUGE-1.5.5 needs perl; the rest of the path ran
