@@ -37,8 +37,11 @@ def test_kl_z_is_the_closed_form_and_matches_monte_carlo():
     np.testing.assert_allclose(out["z"].numpy(), mean, rtol=1e-6)  # decoding: z = mu
     for b in range(2):
         z = mean[b] + np.exp(0.5 * log_var[b]) * rng.normal(size=[400_000, 3])
-        mc = np.mean(_log_normal(z, mean[b], log_var[b]) - _log_normal(z, 0.0, np.zeros(3)))
-        assert out["aux"]["kl_z"].numpy()[b] == pytest.approx(mc, abs=0.01)
+        terms = _log_normal(z, mean[b], log_var[b]) - _log_normal(z, 0.0, np.zeros(3))
+        # within 5 Monte-Carlo standard errors (the weights are unseeded, so the KL's
+        # size, and with it the estimate's spread, differs from run to run)
+        stderr = terms.std() / np.sqrt(terms.size)
+        assert out["aux"]["kl_z"].numpy()[b] == pytest.approx(terms.mean(), abs=5 * stderr)
 
 
 def test_training_samples_z_with_the_posterior_law():
