@@ -89,6 +89,16 @@ def grid_flags(name):
     return next(extra for cell, _, extra in GRID if cell == name)
 
 
+def _system(cell):
+    """The table row a grid cell's run fills: the paper's row and ours are also seed 0 of
+    the comparison; every other cell gets a row of its own (acvi_grid_<cell>), in no table."""
+    if cell == "paper_elbo":
+        return []  # the flagfile's --system=acvi_paper_elbo
+    if cell == OURS["multi30k"]:
+        return ["--system=acvi"]
+    return [f"--system=acvi_grid_{cell}"]
+
+
 def same_run(row, seed, runs_root):
     """The grid run that is also seed ``seed`` of a comparison row, or None."""
     if seed != 0:
@@ -109,7 +119,7 @@ def cells(runs_root):
         extra = [e.format(runs_root=runs_root) for e in extra]
         out.append((f"grid_{name}", "grid", about,
                     py + ["experiments.translate", f"--flagfile={MULTI30K_PAPER}", "--noprogress",
-                          f"--model_dir={model_dir}"] + extra, model_dir))
+                          f"--model_dir={model_dir}"] + _system(name) + extra, model_dir))
     for seed in SEEDS:
         rows = [("multi30k_soft", "soft attention", "experiments.translate", MULTI30K_SOFT, []),
                 ("multi30k_acvi_paper_elbo", "ACVI, the paper's ELBO", "experiments.translate",

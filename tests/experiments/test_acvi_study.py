@@ -36,6 +36,11 @@ def test_plan_names_every_cell_and_only_keeps_the_order(tmp_path):
     # the paper-ELBO seed 0 of the comparison is the grid's run, trained once
     dirs = {c[0]: c[4] for c in cells}
     assert dirs["multi30k_acvi_paper_elbo_s0"] == dirs["grid_paper_elbo"]
+    # grid runs fill no table row but the two that are also seed 0 of a comparison row
+    system = {c[0]: [a for a in c[3] if a.startswith("--system=")] for c in cells}
+    assert system["grid_paper_elbo"] == []  # its flagfile says acvi_paper_elbo
+    assert system[f"grid_{acvi_study.OURS['multi30k']}"] == ["--system=acvi"]
+    assert system["grid_kl1e-3"] == ["--system=acvi_grid_kl1e-3"]
     warm = next(c for c in cells if c[0] == "grid_warm_start")
     assert acvi_study._source(warm[3]) == dirs["multi30k_soft_s0"]
 
