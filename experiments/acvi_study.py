@@ -63,6 +63,8 @@ GRID = [
      _opts(log_sigma_sq_init=-6, kl_weight=1e-3) + NO_TAIL),
     ("small_sigma_kl0", "initial log sigma^2 = -6, KL weight 0",
      _opts(log_sigma_sq_init=-6, kl_weight=0) + NO_TAIL),
+    ("noise_warmup", "KL weight 0, no Gumbel tail, the noise ramped 0 -> 1 over the first "
+     "1,000 steps", _opts(kl_weight=0) + NO_TAIL + ["--noise_warmup_steps=1000"]),
     ("free_bits", "free bits: 64 nats per step, KL weight 1",
      _opts(kl_free_bits=64) + NO_TAIL),
     ("kl_mean", "kl_reduce=mean (KL / D), KL weight 1", _opts(kl_reduce="mean") + NO_TAIL),

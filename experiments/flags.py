@@ -56,7 +56,7 @@ MODEL_FLAGS = ("embed_dim", "encoder_units", "encoder_layers", "decoder_units", 
 TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "clip_norm",
                "batch_size", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices",
-               "kl_anneal_steps", "kl_anneal", "init_from")
+               "kl_anneal_steps", "kl_anneal", "noise_warmup_steps", "init_from")
 DECODE_FLAGS = ("beam_width", "decode_max_length", "min_length", "length_normalization",
                 "alpha", "eval_beam_width", "eval_subset", "decode_batch_size")
 
@@ -207,6 +207,12 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                          flag_values=fv)
     flags.DEFINE_enum("kl_anneal", t.kl_anneal, KL_ANNEALING, "The KL annealing curve.",
                       flag_values=fv)
+    flags.DEFINE_integer("noise_warmup_steps", t.noise_warmup_steps, "ACVI: the noise "
+                         "sigma * eps of the sampled context (Eq. 24) is scaled by a factor "
+                         "rising linearly from 0 to 1 over these first steps, so the decoder "
+                         "learns to read c_t before the noise arrives (0: off). The KL "
+                         "terms are those of the unscaled posterior.", lower_bound=0,
+                         flag_values=fv)
     flags.DEFINE_bool("progress", t.progress, "A progress bar on stderr.", flag_values=fv)
     flags.DEFINE_string("init_from", t.init_from or None, "Warm start: before the first "
                         "step of a new run, copy every variable whose name and shape match "
@@ -374,7 +380,7 @@ def train_config_from_flags(model_dir, flag_values=FLAGS):
         checkpoint_every=fv.checkpoint_every, keep_checkpoints=fv.keep_checkpoints,
         gumbel_fraction=fv.gumbel_fraction, progress=fv.progress,
         kl_anneal_steps=fv.kl_anneal_steps, kl_anneal=fv.kl_anneal,
-        init_from=fv.init_from or "")
+        noise_warmup_steps=fv.noise_warmup_steps, init_from=fv.init_from or "")
 
 
 def make_strategy(flag_values=FLAGS):
@@ -436,6 +442,10 @@ def check_run_flags(flag_values=FLAGS):
             if not os.path.isfile(os.path.join(fv.init_from, name)):
                 raise FlagError("init_from", f"{fv.init_from} holds no trained run "
                                 f"({name} is missing)")
+    if fv.noise_warmup_steps and (fv.attention != "acvi" or fv.model != "seq2seq"):
+        raise FlagError("noise_warmup_steps", f"scales ACVI's sampled context noise; it "
+                        f"needs --attention=acvi and --model=seq2seq (got --attention="
+                        f"{fv.attention}, --model={fv.model})")
     if fv.word_dropout and fv.model != "seq2seq":
         raise FlagError("word_dropout", f"is implemented in the seq2seq decoder only "
                         f"(got --model={fv.model})")

@@ -113,17 +113,20 @@ def mixture_log_prob(log_probs, terms, samples):
     return tf.reduce_logsumexp(log_probs + log_density, axis=-1)
 
 
-def sample_mixed_context(weights, memory, sigma_sq, seed):
+def sample_mixed_context(weights, memory, sigma_sq, seed, noise_scale=None):
     """Eqs. (24)-(25) / (23): c_t = sum_i w_i c_ti with c_ti = h_i + sigma(h_i) * eps_ti.
 
     Given the weights w (the attention a_t for Eq. 25, or the relaxed one-hot z_t
     for Eq. 23), sum_i w_i sigma_i eps_ti with independent eps_ti has exactly the
     law of sqrt(sum_i w_i^2 sigma_i^2) * eps with one eps ~ N(0, I_D). Sampling it
     that way draws D normals per step instead of N x D, and stays reparameterised
-    in w, h and sigma.
+    in w, h and sigma. ``noise_scale`` (a scalar, the trainer's noise warm-up)
+    multiplies the noise term: 0 gives the weighted mean, soft attention's context.
     """
     mean = weighted_sum(weights, memory)
     std = tf.sqrt(weighted_sum(tf.square(weights), sigma_sq) + 1e-20)
+    if noise_scale is not None:
+        std = std * noise_scale
     eps = tf.random.stateless_normal(tf.shape(mean), seed=seed, dtype=mean.dtype)
     return mean + std * eps
 
@@ -306,7 +309,8 @@ class ACVI(ContextVariant):
                 weights = relaxed_weights(logits, self.temperature, fold_seed(seed, 3))
             else:
                 weights = probs  # Eq. (25)
-            context = sample_mixed_context(weights, memory, terms["sigma_sq"], fold_seed(seed, 2))
+            context = sample_mixed_context(weights, memory, terms["sigma_sq"], fold_seed(seed, 2),
+                                           memory_state.get("noise_scale"))
         else:
             # The posterior mean of Eq. (19).
             context = weighted_sum(probs, memory)

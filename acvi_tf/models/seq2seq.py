@@ -140,11 +140,13 @@ class Seq2Seq(keras.Model):
             return tf.sequence_mask(batch["src_len"], tf.shape(src)[1])
         return sequence_mask(src, self.config.pad_id)
 
-    def start(self, batch, training=False, seed=0, with_targets=False):
+    def start(self, batch, training=False, seed=0, with_targets=False, noise_scale=None):
         """Encodes the source: ``(memory_state, initial decoder state)``.
 
         ``with_targets`` hands ``batch["tgt_out"]`` to the variant's prepare()
         (inference networks over the reference); decoding never does.
+        ``noise_scale`` (a scalar; the trainer's noise warm-up) is handed to the
+        variant's step as ``memory_state["noise_scale"]``.
         """
         seed = tf.cast(seed, tf.int32)
         mask = self.source_mask(batch)
@@ -156,6 +158,8 @@ class Seq2Seq(keras.Model):
         for key in ("src_ext", "max_oovs"):  # pointer-generator inputs, when present
             if key in batch:
                 memory_state[key] = batch[key]
+        if noise_scale is not None:
+            memory_state["noise_scale"] = tf.cast(noise_scale, tf.float32)
         if self.latent is not None:
             memory_state["latent"] = self.latent.prepare(memory, mask, finals, fold_seed(seed, 2),
                                                          training=training, targets=targets)
@@ -168,7 +172,7 @@ class Seq2Seq(keras.Model):
 
     # -- training -------------------------------------------------------------
     def teacher_forced(self, batch, training=False, seed=0, return_attention=False,
-                       zero_context=False, diagnostics=False):
+                       zero_context=False, diagnostics=False, noise_scale=None):
         """Runs ``step`` over the reference; per-example sums of every loss term.
 
         Returns a dict: ``nll`` [B] (summed masked token NLL), one [B] sum per
@@ -178,7 +182,8 @@ class Seq2Seq(keras.Model):
         In training, ``word_dropout`` > 0 replaces decoder input words by UNK
         (:func:`word_dropout`, seeded from ``seed``); the targets are unchanged.
         """
-        memory_state, state = self.start(batch, training=training, seed=seed, with_targets=True)
+        memory_state, state = self.start(batch, training=training, seed=seed, with_targets=True,
+                                         noise_scale=noise_scale)
         tgt_in, tgt_out = batch["tgt_in"], batch["tgt_out"]
         if training and self.config.word_dropout > 0:
             tgt_in = word_dropout(tgt_in, self.config.word_dropout, fold_seed(seed, 1403),
@@ -224,7 +229,8 @@ class Seq2Seq(keras.Model):
             out["attention"] = stacked["attention"]
         return out
 
-    def loss_terms(self, batch, training=False, seed=0, kl_scale=None, **probes):
+    def loss_terms(self, batch, training=False, seed=0, kl_scale=None, noise_scale=None,
+                   **probes):
         """Sums over the batch of every term, with K-sample tiling (``num_samples``).
 
         Returns scalars: ``nll``, each aux name, ``num_tokens``, and
@@ -234,6 +240,8 @@ class Seq2Seq(keras.Model):
         ``kl_scale`` (a scalar, e.g. the trainer's KL annealing factor; Bowman et al.
         2016) multiplies the weights of the KL terms (:meth:`kl_loss_names`) only;
         coverage, REINFORCE and likelihood terms keep their weights. None: 1.
+        ``noise_scale`` (a scalar, the trainer's noise warm-up) scales ACVI's sampled
+        context noise (:meth:`start`). None: 1.
 
         ``probes`` (``zero_context``, ``diagnostics``) go to ``teacher_forced``;
         only the true ones are passed, so a model without them still works.
@@ -242,8 +250,11 @@ class Seq2Seq(keras.Model):
         if k > 1:
             batch = {key: (tf.repeat(v, k, axis=0) if v.shape.rank else v)
                      for key, v in batch.items()}
+        if noise_scale is not None:
+            probes["noise_scale"] = noise_scale
         per_example = self.teacher_forced(batch, training=training, seed=seed,
-                                          **{k: v for k, v in probes.items() if v})
+                                          **{k: v for k, v in probes.items()
+                                             if v is not None and v is not False})
         terms = {name: tf.reduce_sum(v) / k for name, v in per_example.items()}
         weights = self.loss_weights()
         if kl_scale is not None and weights:

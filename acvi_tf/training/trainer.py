@@ -55,6 +55,7 @@ class TrainConfig:
     gumbel_fraction: float = 0.1       # ACVI: Gumbel-Softmax mixing for the last fraction
     kl_anneal_steps: int = 0           # KL weights rise 0 -> 1 over these first steps (0: off)
     kl_anneal: str = "linear"          # the annealing curve: "linear" or "sigmoid"
+    noise_warmup_steps: int = 0        # ACVI: the sampled noise rises 0 -> 1 over these steps
     progress: bool = True              # a tqdm progress bar on stderr
     init_from: str = ""                # warm start: the run directory copied from (recorded)
 
@@ -294,6 +295,10 @@ class Trainer:
             # A tensor of the step: one trace for every step, XLA and replicas alike.
             anneal["kl_scale"] = schedules.kl_anneal_scale(
                 step, self.config.kl_anneal_steps, self.config.kl_anneal)
+        if self.config.noise_warmup_steps > 0:
+            # The same linear ramp, on the reparameterised noise of ACVI's context.
+            anneal["noise_scale"] = schedules.kl_anneal_scale(
+                step, self.config.noise_warmup_steps, "linear")
         return train_step(model, self.optimizer, batch, seed, self.config.clip_norm, anneal,
                           num_replicas)
 

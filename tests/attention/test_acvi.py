@@ -164,6 +164,35 @@ def test_sigma_to_zero_reduces_to_soft_attention(mixing):
     np.testing.assert_allclose(context, expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("mixing", ["weighted", "gumbel"])
+def test_noise_scale_scales_the_sampled_noise(mixing):
+    """The trainer's noise warm-up: with the same seed, the context minus its mixing mean is
+    scale * (the unscaled draw minus the mean); scale 0 gives soft attention's context."""
+    scores, mask, memory, lss = _mixture()
+    variant = ACVI(D, mixing=mixing)
+
+    def context(scale):
+        memory_state = {"memory": tf.constant(memory), "mask": tf.constant(mask),
+                        "seed": tf.constant(11),
+                        "variant": acvi_lib.mixture_terms(tf.constant(memory), tf.constant(lss))}
+        if scale is not None:
+            memory_state["noise_scale"] = tf.constant(scale)
+        c, probs, _, _ = variant.step(tf.constant(scores), memory_state,
+                                      {"time": tf.constant(0), "variant": {}}, training=True)
+        return c.numpy(), probs.numpy()
+
+    full, probs = context(None)
+    half, _ = context(0.5)
+    zero, _ = context(0.0)
+    if mixing == "weighted":
+        mean = np.einsum("bn,bnd->bd", probs, memory)
+        np.testing.assert_allclose(zero, mean, atol=1e-5)
+    else:  # the relaxed one-hot weights are drawn from the same seed in all three calls
+        mean = zero
+    assert np.abs(full - mean).max() > 0.1
+    np.testing.assert_allclose(half - mean, 0.5 * (full - mean), atol=1e-5)
+
+
 def test_decode_time_context_is_posterior_mean():
     scores, mask, memory, lss = _mixture()
     context, probs, _, _ = _step(ACVI(D), scores, mask, memory, lss, training=False)

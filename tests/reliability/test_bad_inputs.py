@@ -37,6 +37,7 @@ def _cli(args, env=None, module="experiments.translate"):
     ("--profile=bogus", "--profile"),
     ("--gumbel_fraction=2", "--gumbel_fraction"),
     ("--init_from=/nonexistent", "/nonexistent holds no trained run"),
+    ("--noise_warmup_steps=10", "--noise_warmup_steps: scales ACVI's sampled context noise"),
 ])
 def test_a_bad_flag_is_named_and_nothing_is_written(tmp_path, flag, message):
     model_dir = tmp_path / "run"

@@ -249,3 +249,35 @@ def test_annealing_and_word_dropout_under_xla_and_on_two_mirrored_devices(tmp_pa
         scales = [float(line.split("kl_scale=")[1].split()[0]) for line in out[name]["lines"]
                   if line.startswith("step ")]
         np.testing.assert_allclose(scales, expected, atol=1e-3, err_msg=name)
+
+
+def test_noise_warmup_ramps_the_acvi_noise_and_starts_at_the_soft_context(tmp_path):
+    """--noise_warmup_steps: the trainer logs noise_scale = min(1, step / N), and at step 0
+    (scale 0) ACVI's training loss at KL weight 0 is the noiseless one (the same model's
+    loss_terms with noise_scale=0), not the noisy one."""
+    def trainer(sub, warmup):
+        task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
+        cfg = TrainConfig(model_dir=str(tmp_path / sub), train_steps=1, learning_rate=0.0,
+                          log_every=1, eval_every=0, progress=False, gumbel_fraction=0.0,
+                          noise_warmup_steps=warmup, seed=5)
+        model_cfg = _cfg(attention="acvi", attention_options={"kl_weight": 0.0,
+                                                              "log_sigma_sq_init": 2.0})
+        return Trainer(lambda: Seq2Seq(model_cfg), cfg, task, log=lambda m: None)
+    warm = trainer("warm", 4)
+    metrics = warm.train()
+    assert metrics["noise_scale"] == 0.0
+    plain = trainer("plain", 0)
+    plain_metrics = plain.train()
+    assert "noise_scale" not in plain_metrics
+    batch = {k: tf.convert_to_tensor(v)
+             for k, v in next(iter(ReverseTask(vocab_size=V, batch_size=8, seed=3)(None)))[0]
+             .items()}
+    quiet = warm.model.loss_terms(batch, training=True, seed=1, noise_scale=tf.constant(0.0))
+    quiet_eval = warm.model.loss_terms(batch, training=False, seed=1)
+    noisy = warm.model.loss_terms(batch, training=True, seed=1)
+    # dropout is 0: with no noise the training context is the decode-time posterior mean
+    np.testing.assert_allclose(float(quiet["nll"]), float(quiet_eval["nll"]), rtol=1e-5)
+    assert abs(float(noisy["nll"]) - float(quiet["nll"])) > 1e-3
+    assert metrics["loss"] != pytest.approx(plain_metrics["loss"], rel=1e-4)
+    for step in (1, 2, 4, 9):
+        assert float(schedules.kl_anneal_scale(step, 4, "linear")) == min(1.0, step / 4)
