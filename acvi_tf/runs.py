@@ -141,6 +141,22 @@ def write_text(path, text):
     os.replace(tmp, path)
 
 
+NOTES_MARKER = ("<!-- Notes below this line are written by hand and kept when the report is "
+                "regenerated. -->")
+
+
+def write_report(path, text):
+    """Writes a generated markdown report (:func:`write_text`), keeping whatever an existing
+    ``path`` holds below :data:`NOTES_MARKER` (notes by hand) under the new text."""
+    notes = ""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
+        if NOTES_MARKER in old:
+            notes = old.split(NOTES_MARKER, 1)[1].lstrip("\n")
+    write_text(path, "\n".join([text.rstrip(), "", NOTES_MARKER, "", notes]).rstrip())
+
+
 def write_lines(path, lines):
     """One line per item, each ending in a newline, atomically: an empty last item (an
     empty hypothesis) keeps its line, so the file lines up with its references."""

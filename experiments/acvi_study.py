@@ -101,6 +101,21 @@ def _system(cell):
     return [f"--system=acvi_grid_{cell}"]
 
 
+def cell_system(argv):
+    """The table row (results.json's ``system``) a cell's command fills: its last
+    ``--system=`` flag, else its flagfile's, else "" (the CLI's default)."""
+    system = ""
+    for a in argv:
+        if a.startswith("--flagfile="):
+            with open(a.split("=", 1)[1], encoding="utf-8") as f:
+                for line in f:
+                    if line.strip().startswith("--system="):
+                        system = line.strip().split("=", 1)[1]
+        elif a.startswith("--system="):
+            system = a.split("=", 1)[1]
+    return system
+
+
 def same_run(row, seed, runs_root):
     """The grid run that is also seed ``seed`` of a comparison row, or None."""
     if seed != 0:

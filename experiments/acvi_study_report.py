@@ -16,7 +16,8 @@ import shutil
 
 import numpy as np
 
-NOTES_MARKER = "<!-- Notes below this line are written by hand and kept when the report is regenerated. -->"
+from acvi_tf.runs import NOTES_MARKER, write_report  # noqa: F401 (NOTES_MARKER: tests)
+
 ARCHIVED = ("results.json", "history.jsonl", "decode_dev.txt", "decode_test.txt",
             "flags.txt", "model_config.json")
 ROWS = (("soft", "Soft attention"), ("acvi_paper_elbo", "ACVI, the paper's ELBO (Eq. 22)"),
@@ -37,6 +38,33 @@ def archive(runs_root, cells, archive_root):
                 shutil.copyfile(os.path.join(model_dir, f), os.path.join(dest, f))
         copied += 1
     return copied
+
+
+def relabel(cells, archive_root):
+    """Gives every archived results.json the ``system`` of its cell's command today
+    (:func:`experiments.acvi_study.cell_system`), so the tables that read the archive put
+    each run on its row. Runs made before ``--system`` existed say "acvi" for every ACVI
+    cell; the label at run time is kept as ``system_at_run``. Only the label changes.
+    Returns the number relabelled."""
+    from experiments.acvi_study import cell_system
+    changed, seen = 0, set()
+    for name, _, _, argv, model_dir in cells:
+        path = os.path.join(archive_root, name, "results.json")
+        if model_dir in seen or not os.path.exists(path):
+            continue
+        seen.add(model_dir)
+        system = cell_system(argv)
+        with open(path, encoding="utf-8") as f:
+            results = json.load(f)
+        if not system or results.get("system") == system:
+            continue
+        results.setdefault("system_at_run", results.get("system"))
+        results["system"] = system
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2, sort_keys=True)
+        os.replace(path + ".tmp", path)
+        changed += 1
+    return changed
 
 
 def load_run(archive_root, name):
@@ -175,6 +203,7 @@ def write(runs_root, cells, out):
     results_dir = os.path.dirname(out) or "."
     archive_root = os.path.join(results_dir, "acvi_study", "runs")
     copied = archive(runs_root, cells, archive_root)
+    relabel(cells, archive_root)
     first = {}  # a run shared by two cells is archived under the first one's name
     for name, *_, model_dir in cells:
         first.setdefault(model_dir, name)
@@ -287,14 +316,6 @@ def write(runs_root, cells, out):
                "ours": study.OURS, "profile": "cpu (table4-cpu / table1-cpu)"}
     with open(os.path.splitext(out)[0] + ".json", "w", encoding="utf-8") as f:
         json.dump(payload, f, indent=2, sort_keys=True)
-    notes = ""
-    if os.path.exists(out):
-        with open(out, encoding="utf-8") as f:
-            old = f.read()
-        if NOTES_MARKER in old:
-            notes = old.split(NOTES_MARKER, 1)[1].lstrip("\n")
-    lines += [NOTES_MARKER, "", notes] if notes else [NOTES_MARKER, ""]
-    with open(out, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines).rstrip() + "\n")
+    write_report(out, "\n".join(lines))
     print(f"{out}: {len(grid_summ)} grid cells, {copied} runs archived")
     return 0

@@ -39,6 +39,49 @@ def find_results(paths, task="translate", key="bleu"):
     return found
 
 
+def seed_of(r):
+    """The run's ``--seed`` (its last occurrence in the recorded argv or command; 0, the
+    flag's default, when absent)."""
+    argv = r.get("argv") or r.get("command", "").split()
+    seed = 0
+    for i, a in enumerate(argv):
+        if a.startswith("--seed="):
+            seed = int(a.split("=", 1)[1])
+        elif a == "--seed" and i + 1 < len(argv):
+            seed = int(argv[i + 1])
+    return seed
+
+
+def seed_runs(results, system, profile=None):
+    """The runs of one table row, one per seed (the first found of each seed), by seed.
+    Runs of the same system, profile and seed ran the same flagfile, so a second copy
+    (e.g. the study's archive beside ``--runs_root``) adds nothing."""
+    by_seed = {}
+    for r in results:
+        if r["system"] == system and (profile is None or r["profile"] == profile):
+            by_seed.setdefault(seed_of(r), r)
+    return [by_seed[s] for s in sorted(by_seed)]
+
+
+def mean_std(values):
+    """(mean, sample std or None for one value) of a list of numbers."""
+    import statistics
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def seeds_cell(values):
+    """One number, or "mean ± std (n seeds)" for several."""
+    mean, std = mean_std(values)
+    if mean is None:
+        return None
+    if std is None:
+        return mean
+    return f"{mean:.2f} ± {std:.2f} ({len([v for v in values if v is not None])} seeds)"
+
+
 def profile_label(profile):
     return PROFILE_LABELS.get(profile, f"ours, {profile} profile")
 

@@ -18,9 +18,9 @@ import shlex
 import subprocess
 import sys
 
-from acvi_tf.runs import write_text
+from acvi_tf.runs import write_report
 from experiments.tables import preflight
-from experiments.tables.registry import RENDER, TABLES, TASK_OF
+from experiments.tables.registry import RENDER, SPECS, TABLES, TASK_OF
 from experiments.tables.render import RESULT_KEYS, find_results
 from experiments.tables.spec import CONFIG_DIR
 
@@ -98,8 +98,9 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None):
     code = execute_runs(runs, stream, done)
     if code:
         return code
-    text = RENDER[table](find_results([runs_root], *RESULT_KEYS[task]))
-    write_text(out, text)
+    text = RENDER[table](find_results(SPECS[table].result_paths(runs_root),
+                                             *RESULT_KEYS[task]))
+    write_report(out, text)
     print(f"\n{text}\n\nwritten to {out}", file=stream)
     return 0
 
@@ -140,6 +141,6 @@ def main(argv=None):
         parser.error(f"--runs: no results.json of a translation run under {args.runs}")
     text = RENDER[args.command](results)
     if args.out:
-        write_text(args.out, text)
+        write_report(args.out, text)
     print(text)
     return 0

@@ -116,3 +116,23 @@ def test_the_tables_acvi_flagfile_is_the_chosen_grid_cell(ours, paper, task):
     if task == "multi30k":
         assert dirs["multi30k_acvi_s0"] == dirs[f"grid_{cell}"]
         assert dirs["multi30k_acvi_s1"] == os.path.join("r", "multi30k_acvi_s1")
+
+
+def test_archived_runs_are_relabelled_to_their_cells_row(tmp_path):
+    """Runs made before --system said "acvi" for every ACVI cell; the archive gives each
+    the row of its cell today and keeps the old label."""
+    cells = acvi_study.cells(str(tmp_path / "runs"))
+    archive = tmp_path / "archive"
+    for name in ("grid_paper_elbo", "grid_kl1e-3", f"grid_{acvi_study.OURS['multi30k']}",
+                 "multi30k_soft_s1"):
+        os.makedirs(archive / name)
+        (archive / name / "results.json").write_text(json.dumps(
+            {"system": "soft" if "soft" in name else "acvi", "bleu": {"dev": 1.0}}))
+    assert acvi_study_report.relabel(cells, str(archive)) == 2
+    label = {n: json.loads((archive / n / "results.json").read_text()) for n in os.listdir(archive)}
+    assert label["grid_paper_elbo"]["system"] == "acvi_paper_elbo"
+    assert label["grid_paper_elbo"]["system_at_run"] == "acvi"
+    assert label["grid_kl1e-3"]["system"] == "acvi_grid_kl1e-3"
+    assert label[f"grid_{acvi_study.OURS['multi30k']}"]["system"] == "acvi"
+    assert "system_at_run" not in label["multi30k_soft_s1"]
+    assert label["grid_paper_elbo"]["bleu"] == {"dev": 1.0}

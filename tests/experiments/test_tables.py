@@ -226,3 +226,34 @@ def test_make_targets_default_to_the_soft_vs_acvi_comparison():
         names = [r[0] for r in tables.TABLES[table]]
         assert set(only) <= set(names), (target, only)
         assert any("soft" in n for n in only) and any("acvi" in n for n in only), target
+
+
+def test_table4_cpu_seeds_give_mean_and_std_and_a_copy_adds_nothing(tmp_path):
+    """Three soft seeds (one of them found twice, e.g. in --runs_root and in the study's
+    archive) and one ACVI seed: soft shows mean ± sample std over 3 seeds, ACVI its one
+    number, and its Δ is against soft's mean."""
+    def run(system, seed, test, where="a"):
+        argv = ["translate.py", f"--model_dir={where}/{system}{seed}"] + (
+            [f"--seed={seed}"] if seed else [])
+        return _fake(task="translate", dataset="multi30k", src="en", tgt="de", profile="cpu",
+                     system=system, argv=argv, bleu={"dev": test - 1.0, "test": test},
+                     _path=f"{where}/{system}{seed}/results.json")
+    results = [run("soft", 0, 27.0), run("soft", 1, 28.0), run("soft", 2, 29.0),
+               run("soft", 1, 99.0, where="b"), run("acvi", 0, 30.0)]
+    text = tables.table4_cpu(results)
+    soft = _row(text, "Baseline (soft attention)")
+    assert soft[2] == "28.00 ± 1.00 (3 seeds)" and soft[1] == "27.00 ± 1.00 (3 seeds)"
+    acvi = _row(text, "ACVI")
+    assert acvi[2] == "30.00" and acvi[3] == "+2.00"
+    assert "99" not in text  # the second copy of seed 1 is not counted
+
+
+def test_a_regenerated_table_keeps_the_notes_below_the_marker(tmp_path):
+    from acvi_tf.runs import NOTES_MARKER, write_report
+    out = tmp_path / "t.md"
+    write_report(str(out), "# old table")
+    out.write_text(out.read_text() + "2026-11-24: a note by hand\n")
+    write_report(str(out), "# new table")
+    text = out.read_text()
+    assert text.startswith("# new table") and "old table" not in text
+    assert text.index(NOTES_MARKER) < text.index("2026-11-24: a note by hand")
