@@ -17,11 +17,12 @@ import shutil
 import numpy as np
 
 from acvi_tf.runs import NOTES_MARKER, write_report  # noqa: F401 (NOTES_MARKER: tests)
+from experiments import acvi_study as _study
 
 ARCHIVED = ("results.json", "history.jsonl", "decode_dev.txt", "decode_test.txt",
             "flags.txt", "model_config.json")
 ROWS = (("soft", "Soft attention"), ("acvi_paper_elbo", "ACVI, the paper's ELBO (Eq. 22)"),
-        ("acvi", "ACVI (ours)"))
+        ("acvi", "ACVI (ours)")) + tuple(_study.EARLIER.values())
 
 
 def archive(runs_root, cells, archive_root):
@@ -134,7 +135,8 @@ def plot_curves(rows, out_png):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    colors = {"soft": "tab:blue", "acvi_paper_elbo": "tab:red", "acvi": "tab:green"}
+    colors = {"soft": "tab:blue", "acvi_paper_elbo": "tab:red", "acvi": "tab:green",
+              "acvi_noise_only": "tab:gray"}
     for row, label in ROWS:
         for i, run in enumerate(rows.get(row, [])):
             kw = {"color": colors[row], "alpha": 0.8, "label": label if i == 0 else None}

@@ -77,7 +77,9 @@ def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
     data = json.loads((tmp_path / "results" / "acvi_study.json").read_text())
     assert data["multi30k"]["soft"]["test_bleu"] == [21.0, 22.0, 23.0]
     assert data["multi30k"]["acvi_paper_elbo"]["test_bleu"] == [7.5]
-    assert set(data["cnndm"]) == {"soft", "acvi_paper_elbo", "acvi"}
+    # the issue's shape, plus a row per earlier choice of "ACVI (ours)" (its seeds stay shown)
+    earlier = {system for system, _ in acvi_study.EARLIER.values()}
+    assert set(data["cnndm"]) == {"soft", "acvi_paper_elbo", "acvi"} | earlier
     for png in ("curves_multi30k.png", "rate_distortion.png"):
         assert (tmp_path / "results" / "acvi_study" / png).stat().st_size > 1000
     # the archive alone regenerates the report
@@ -136,3 +138,21 @@ def test_archived_runs_are_relabelled_to_their_cells_row(tmp_path):
     assert label[f"grid_{acvi_study.OURS['multi30k']}"]["system"] == "acvi"
     assert "system_at_run" not in label["multi30k_soft_s1"]
     assert label["grid_paper_elbo"]["bleu"] == {"dev": 1.0}
+
+
+def test_an_earlier_choice_keeps_its_seeds_as_a_row_of_its_own():
+    """When "ACVI (ours)" is chosen again, the earlier choice's seeds stay in the report:
+    seed 0 is its grid run, the other seeds run the paper's row plus the cell's flags,
+    labelled with the earlier row's system (never "acvi")."""
+    cells = {c[0]: c for c in acvi_study.cells("r")}
+    for cell, (system, _) in acvi_study.EARLIER.items():
+        assert cell != acvi_study.OURS["multi30k"]
+        assert cells[f"multi30k_{system}_s0"][4] == os.path.join("r", f"grid_{cell}")
+        assert acvi_study.cell_system(cells[f"grid_{cell}"][3]) == system
+        for task in ("multi30k", "cnndm"):
+            argv = cells[f"{task}_{system}_s1"][3]
+            assert cells[f"{task}_{system}_s1"][4] == os.path.join("r", f"{task}_{system}_s1")
+            assert acvi_study.cell_system(argv) == system
+            assert "--seed=1" in argv
+            for flag in acvi_study.grid_flags(cell):
+                assert flag in argv
