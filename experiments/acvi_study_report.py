@@ -37,8 +37,41 @@ def archive(runs_root, cells, archive_root):
         for f in ARCHIVED:
             if os.path.exists(os.path.join(model_dir, f)):
                 shutil.copyfile(os.path.join(model_dir, f), os.path.join(dest, f))
+        items = os.path.join(dest, ROUGE_ITEMS)
+        if not os.path.exists(items) and os.path.exists(os.path.join(model_dir,
+                                                                     "reference_test.txt")):
+            with open(items + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(rouge1_items(model_dir), f)
+            os.replace(items + ".tmp", items)
         copied += 1
     return copied
+
+
+# Per-summary ROUGE-1 F1 of a CNN/DM run's test decode (percent), archived for the paired
+# bootstrap: the references are data and stay out of the repository, the scores do not.
+ROUGE_ITEMS = "rouge1_items_test.json"
+
+
+def rouge1_items(model_dir):
+    """ROUGE-1.5.5's own per-summary ROUGE-1 F1 (See et al.'s options) of
+    ``decode_test.txt`` against ``reference_test.txt``, split into sentences as the
+    summarization task splits them. Their mean is the run's reported ROUGE-1 to within
+    0.05 points (the references are re-split from their one-line form, which moved one
+    run's mean by 0.012); a larger mismatch is an error."""
+    from acvi_tf.metrics import rouge
+    from acvi_tf.metrics.novelty import split_sentences
+    with open(os.path.join(model_dir, "reference_test.txt"), encoding="utf-8") as f:
+        refs = f.read().rstrip("\n").split("\n")
+    hyps = read_lines(os.path.join(model_dir, "decode_test.txt"), len(refs))
+    result = rouge.rouge_cnndm([split_sentences(h.split()) or ["."] for h in hyps],
+                               [split_sentences(r.split()) for r in refs], per_item=True)
+    scores = [100 * f for f in result["items"]["rouge_1"]["f"]]
+    with open(os.path.join(model_dir, "results.json"), encoding="utf-8") as f:
+        reported = json.load(f).get("rouge", {}).get("rouge_1")
+    if reported is not None and abs(sum(scores) / len(scores) - reported) > 0.05:
+        raise ValueError(f"{model_dir}: per-summary ROUGE-1 averages "
+                         f"{sum(scores) / len(scores):.3f}, the run reported {reported:.3f}")
+    return scores
 
 
 def relabel(cells, archive_root):
@@ -185,6 +218,11 @@ def references(split):
         return None
 
 
+def _load_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def read_lines(path, count):
     """The ``count`` hypotheses of a decode file, one per line. A final newline is not an
     extra (empty) hypothesis; a file one line short (an empty last hypothesis written
@@ -281,24 +319,52 @@ def write(runs_root, cells, out):
     refs = references("test")
     lines += ["### Paired bootstrap (sacrebleu, 1,000 resamples, seeds pooled: seed i against "
               "seed i)", ""]
-    soft_runs = by_row["multi30k"].get("soft", [])
     for row, label in ROWS[1:]:
-        other = by_row["multi30k"].get(row, [])
-        n = min(len(soft_runs), len(other))
+        pairs = [(a, b) for a, b in ((runs.get(f"multi30k_soft_s{seed}"),
+                                      runs.get(f"multi30k_{row}_s{seed}")) for seed in study.SEEDS)
+                 if a and b]
+        n = len(pairs)
         if n == 0 or refs is None:
             lines.append(f"- {label} vs soft attention: not run yet" if refs is not None else
                          f"- {label} vs soft attention: the Multi30k references are not here")
             continue
         from acvi_tf.metrics.significance import paired_bootstrap_bleu
-        base = sum((read_lines(os.path.join(r["_dir"], "decode_test.txt"), len(refs))
-                    for r in soft_runs[:n]), [])
-        cand = sum((read_lines(os.path.join(r["_dir"], "decode_test.txt"), len(refs))
-                    for r in other[:n]), [])
+        base = sum((read_lines(os.path.join(a["_dir"], "decode_test.txt"), len(refs))
+                    for a, _ in pairs), [])
+        cand = sum((read_lines(os.path.join(b["_dir"], "decode_test.txt"), len(refs))
+                    for _, b in pairs), [])
         res = paired_bootstrap_bleu(base, cand, list(refs) * n)
         table["multi30k"][row]["paired_bootstrap_vs_soft"] = {**res, "seeds": n}
         lines.append(f"- {label} vs soft attention ({n} seed pair{'s' if n > 1 else ''}): "
                      f"{res['candidate']:.2f} vs {res['baseline']:.2f} BLEU, difference "
                      f"{res['difference']:+.2f}, sacrebleu p = {res['p_value']:.4f}")
+    lines.append("")
+
+    # paired bootstrap on the pooled seeds, CNN/DM test: per-summary ROUGE-1 F1
+    lines += ["### Paired bootstrap, CNN/DM (1,000 resamples of the summaries, per-summary "
+              "ROUGE-1 F1 from ROUGE-1.5.5, seeds pooled: seed i against seed i; one-sided p "
+              "of \"the row is not above soft attention\")", ""]
+    for row, label in ROWS[1:]:
+        pairs = [(a, b) for a, b in ((runs.get(f"cnndm_soft_s{seed}"),
+                                      runs.get(f"cnndm_{row}_s{seed}")) for seed in study.SEEDS)
+                 if a and b and os.path.exists(os.path.join(a["_dir"], ROUGE_ITEMS))
+                 and os.path.exists(os.path.join(b["_dir"], ROUGE_ITEMS))]
+        if not pairs:
+            lines.append(f"- {label} vs soft attention: not run yet")
+            continue
+        from acvi_tf.metrics.significance import paired_bootstrap
+        base, cand = [], []
+        for a, b in pairs:
+            base += _load_json(os.path.join(a["_dir"], ROUGE_ITEMS))
+            cand += _load_json(os.path.join(b["_dir"], ROUGE_ITEMS))
+        p_value, diff = paired_bootstrap(base, cand, n_samples=1000)
+        n = len(pairs)
+        table["cnndm"][row]["paired_bootstrap_vs_soft"] = {
+            "baseline": float(np.mean(base)), "candidate": float(np.mean(cand)),
+            "difference": diff, "p_value": p_value, "n_samples": 1000, "seeds": n}
+        lines.append(f"- {label} vs soft attention ({n} seed pair{'s' if n > 1 else ''}): "
+                     f"{np.mean(cand):.2f} vs {np.mean(base):.2f} ROUGE-1, difference "
+                     f"{diff:+.2f}, p = {p_value:.4f}")
     lines.append("")
 
     # -- plots ----------------------------------------------------------------------------

@@ -211,6 +211,29 @@ def _write_config(path, system_dir, model_dir, items):
 
 _LINE = re.compile(r"^\S+ (ROUGE-\S+) Average_([RPF]): ([-\d.]+) "
                    r"\((\d+)%-conf\.int\. ([-\d.]+) - ([-\d.]+)\)")
+# One summary's scores, printed with -d: "1 ROUGE-1 Eval 12.1 R:0.5 P:0.4 F:0.44"
+# (task id 12 = the 12th item, see _write_config).
+_ITEM = re.compile(r"^\S+ (ROUGE-\S+) Eval (\d+)\.\d+ R:([-\d.]+) P:([-\d.]+) F:([-\d.]+)")
+
+
+def parse_items(text, count):
+    """The per-summary scores of a ``-d`` report: ``{"rouge_1": {"r": [..], "p": [..],
+    "f": [..]}, ...}``, each list in item order and ``count`` long."""
+    out = {}
+    for line in text.splitlines():
+        m = _ITEM.match(line.strip())
+        if not m:
+            continue
+        name, task_id, *values = m.groups()
+        d = out.setdefault(name.lower().replace("-", "_"),
+                           {k: [None] * count for k in ("r", "p", "f")})
+        for k, v in zip(("r", "p", "f"), values):
+            d[k][int(task_id) - 1] = float(v)
+    for name, d in out.items():
+        if any(v is None for v in d["f"]):
+            raise RougeError(f"ROUGE-1.5.5's -d report lacks some of the {count} items "
+                             f"for {name}")
+    return out
 
 
 def parse_output(text):
@@ -233,7 +256,8 @@ def parse_output(text):
     return out
 
 
-def rouge(hypotheses, references, options="cnndm", multi_ref=False, return_output=False):
+def rouge(hypotheses, references, options="cnndm", multi_ref=False, return_output=False,
+          per_item=False):
     """ROUGE of ``hypotheses`` against ``references`` with the official script.
 
     hypotheses: one summary per item: a str (one sentence per line) or a list of
@@ -248,7 +272,8 @@ def rouge(hypotheses, references, options="cnndm", multi_ref=False, return_outpu
     "rouge_l": ..., (others the options ask for), "options": <the exact option
     string>, "count": <number of summaries>}``; scores are fractions in [0, 1]
     (multiply by 100 for the papers' tables). ``return_output`` adds the raw report
-    under ``"output"``. Temporary files live in a temp dir that is removed.
+    under ``"output"``; ``per_item`` adds ROUGE-1.5.5's own per-summary scores (its
+    ``-d``) under ``"items"`` (:func:`parse_items`), e.g. for a paired bootstrap. Temporary files live in a temp dir that is removed.
     """
     hypotheses = list(hypotheses)
     references = list(references)
@@ -259,6 +284,8 @@ def rouge(hypotheses, references, options="cnndm", multi_ref=False, return_outpu
     opts = PRESETS.get(options, options).split()
     if "-e" in opts or "-z" in opts:
         raise ValueError("-e and -z are set by this wrapper")
+    if per_item and "-d" not in opts:
+        opts.append("-d")
     data = data_dir()
     with tempfile.TemporaryDirectory(prefix="acvi_rouge_") as tmp:
         system_dir = os.path.join(tmp, "system")
@@ -296,6 +323,8 @@ def rouge(hypotheses, references, options="cnndm", multi_ref=False, return_outpu
     result = parse_output(r.stdout)
     if "rouge_1" not in result and "-x" not in opts:
         raise RougeError(f"no scores in ROUGE-1.5.5's output: {r.stdout[-2000:]}")
+    if per_item:
+        result["items"] = parse_items(r.stdout, len(hypotheses))
     result["options"] = " ".join(opts)
     result["count"] = len(hypotheses)
     if return_output:

@@ -156,3 +156,43 @@ def test_an_earlier_choice_keeps_its_seeds_as_a_row_of_its_own():
             assert "--seed=1" in argv
             for flag in acvi_study.grid_flags(cell):
                 assert flag in argv
+
+
+def _fake_summaries(model_dir, hyps, refs, rouge_1):
+    os.makedirs(model_dir, exist_ok=True)
+    with open(os.path.join(model_dir, "results.json"), "w") as f:
+        json.dump({"rouge": {"rouge_1": rouge_1}, "train_wall_time_sec": 60.0}, f)
+    for name, lines in (("decode_test.txt", hyps), ("reference_test.txt", refs)):
+        with open(os.path.join(model_dir, name), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+@pytest.mark.skipif(__import__("acvi_tf.metrics.rouge", fromlist=["x"]).missing_requirements()
+                    is not None, reason="ROUGE-1.5.5 needs Perl with XML::Parser")
+def test_cnndm_paired_bootstrap_from_archived_per_summary_rouge(tmp_path, monkeypatch):
+    """CNN/DM rows are compared summary by summary: the archive keeps ROUGE-1.5.5's
+    per-summary ROUGE-1 (never the references), their mean is the run's score, and the
+    report's bootstrap regenerates from the archive alone."""
+    root = tmp_path / "runs"
+    cells = acvi_study.cells(str(root))
+    dirs = {c[0]: c[4] for c in cells}
+    refs = ["the cat sat on the mat .", "police killed the gunman .", "a b c d ."]
+    # soft: a third or less of each reference; ours: all of it (ROUGE-1 F 1.0)
+    _fake_summaries(dirs["cnndm_soft_s0"], ["the cat x", "police x y", "a x x"], refs, 33.862)
+    _fake_summaries(dirs["cnndm_acvi_s0"], refs, refs, 100.0)
+    monkeypatch.setattr(acvi_study_report, "references", lambda split: None)
+    out = tmp_path / "results" / "acvi_study.md"
+    out.parent.mkdir()
+    assert acvi_study_report.write(str(root), cells, str(out)) == 0
+    archived = tmp_path / "results" / "acvi_study" / "runs"
+    assert not (archived / "cnndm_acvi_s0" / "reference_test.txt").exists()
+    ours = json.loads((archived / "cnndm_acvi_s0" / acvi_study_report.ROUGE_ITEMS).read_text())
+    assert ours == [100.0, 100.0, 100.0]
+    data = json.loads((tmp_path / "results" / "acvi_study.json").read_text())
+    test = data["cnndm"]["acvi"]["paired_bootstrap_vs_soft"]
+    assert test["seeds"] == 1 and test["p_value"] == 0.0 and test["candidate"] == 100.0
+    assert "difference +" in out.read_text()
+    # a run whose per-summary scores do not average to its reported ROUGE-1 is refused
+    _fake_summaries(str(root / "bad"), refs, refs, 50.0)
+    with pytest.raises(ValueError, match="reported 50.000"):
+        acvi_study_report.rouge1_items(str(root / "bad"))

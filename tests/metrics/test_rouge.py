@@ -70,6 +70,22 @@ def test_hand_computed_rouge1_and_stemming():
 
 
 @needs_perl
+def test_per_item_scores_are_each_summary_alone_and_average_to_the_total():
+    hyps = ["police killed the gunman", "alpha beta gamma", "the cat sat on the mat"]
+    refs = ["the gunman killed the policeman", "delta epsilon zeta", "the cat sat on the mat"]
+    r = rouge.rouge(hyps, refs, per_item=True)
+    # item 1 is the hand-computed case above (F = 2/3), item 2 shares nothing, item 3 is exact
+    assert r["items"]["rouge_1"]["f"] == [0.66667, 0.0, 1.0]
+    for i, (h, ref) in enumerate(zip(hyps, refs)):  # each item as ROUGE scores it alone
+        alone = rouge.rouge([h], [ref])
+        for k in ("rouge_1", "rouge_2", "rouge_l"):
+            assert r["items"][k]["f"][i] == alone[k]["f"]
+    for k in ("rouge_1", "rouge_2", "rouge_l"):  # the reported score is the items' mean
+        assert abs(sum(r["items"][k]["f"]) / 3 - r[k]["f"]) < 1e-3  # printed to 3 decimals
+    assert "-d" in r["options"].split() and "items" not in rouge.rouge(hyps, refs)
+
+
+@needs_perl
 def test_angle_brackets_and_empty_hypothesis():
     r = rouge.rouge(["a < b > c", ""], ["a b c", "x y"])
     # Item 1 scores 1.0 (brackets are not tokens), item 2 scores 0.0.
