@@ -81,6 +81,7 @@ import time
 
 import numpy as np
 
+from acvi_tf.utils.provenance import code_version  # noqa: F401  (peers/run.py too)
 from benchmarks.flops import _dumped_hlo, analytic_flops, hlo_dot_flops  # noqa: F401
 
 # Token ids 0-3 are pad/unk/bos/eos (ModelConfig defaults); random words start here.
@@ -226,18 +227,6 @@ def machine_info():
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "load_average_at_start": _load(),
     }
-
-
-def code_version():
-    """The git commit of the measured code and whether the working tree differs from it."""
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=30, check=True).stdout.strip()
-    try:
-        return {"commit": git("rev-parse", "HEAD"),
-                "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def matmul_peak(n, reps):

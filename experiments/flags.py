@@ -37,7 +37,9 @@ from acvi_tf.training.trainer import make_strategy as _make_strategy
 
 FLAGS = flags.FLAGS
 
-MODES = ("train_eval", "train", "eval", "decode")
+MODES = ("train_eval", "train", "eval", "decode", "export")
+# Modes that rebuild a trained model_dir and write nothing into it.
+READ_ONLY_MODES = ("decode", "export")
 SCORES = ("additive", "multiplicative")
 HEADS = ("softmax", "pointer")
 OPTIMIZERS = ("adam", "sgd")
@@ -101,8 +103,12 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                         "decodes and results.json go here.", flag_values=fv)
     flags.DEFINE_enum("mode", "train_eval", modes,
                       "train_eval (default): train, then evaluate on dev and test; train; "
-                      "eval: evaluate a trained model_dir; decode: decode --input "
-                      "(task CLIs may add modes).", flag_values=fv)
+                      "eval: evaluate a trained model_dir; decode: decode --input; export: "
+                      "write a SavedModel of a trained model_dir to --export_dir (task CLIs "
+                      "may add modes).", flag_values=fv)
+    flags.DEFINE_string("export_dir", None, "--mode=export: where the SavedModel goes (a "
+                        "new or empty directory); its serving_default signature decodes "
+                        "with the run's final decoding settings.", flag_values=fv)
     flags.DEFINE_integer("seed", 0, "Run seed: parameters, data order, dropout, ACVI noise.",
                          flag_values=fv)
     flags.DEFINE_bool("xla", False, "XLA-compile the training step (batches are padded to "
@@ -434,6 +440,9 @@ def check_run_flags(flag_values=FLAGS):
         raise FlagError("input" if fv.input else "output", "is only used with --mode=decode")
     if fv.mode != "decode" and getattr(fv, "attention_plots", None):
         raise FlagError("attention_plots", "is only used with --mode=decode")
+    if (fv.mode == "export") != bool(fv.export_dir):
+        raise FlagError("export_dir", "is required by --mode=export" if fv.mode == "export"
+                        else "is only used with --mode=export")
     if fv.input and not os.path.exists(fv.input):
         raise FlagError("input", f"file not found: {fv.input}")
     check_option_values(fv)
@@ -528,7 +537,7 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
     """
     fv = flag_values
     saved = None
-    if model_dir and mode in ("eval", "decode", "train", "train_eval"):
+    if model_dir and mode in ("eval", "train", "train_eval") + READ_ONLY_MODES:
         saved = restore_run_config(model_dir, fv)
     made_by = (saved or {}).get("command", "").split(" ")[2:3]
     if module and made_by and made_by[0] != module:
@@ -537,11 +546,11 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
     apply_profile(profiles, fv)
     if saved:
         restore_saved_flags(saved["flags"], restored_names, fv)
-        if mode in ("eval", "decode"):
+        if mode in ("eval",) + READ_ONLY_MODES:
             for name in DECODE_FLAGS:
                 if name in saved["flags"] and not explicit(name, fv):
                     fv.set_default(name, saved["flags"][name])
-    if saved is None and mode in ("eval", "decode"):
+    if saved is None and mode in ("eval",) + READ_ONLY_MODES:
         raise FlagError("model_dir", f"{model_dir} holds no trained model (run_config.json "
                         f"is missing); train first")
     return saved
@@ -554,7 +563,7 @@ def run_guarded(body, errors=(), model_dir=None, mode=None):
     A ``mode`` that writes into ``model_dir`` (every mode but decode) holds the run
     directory's lock (:func:`acvi_tf.runs.locked_run_dir`) while it runs."""
     try:
-        if model_dir and mode and mode != "decode" and is_chief():
+        if model_dir and mode and mode not in READ_ONLY_MODES and is_chief():
             # (the other workers of a multi-worker run share the chief's model_dir and
             # write nothing into it)
             with locked_run_dir(model_dir):

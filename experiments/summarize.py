@@ -7,6 +7,8 @@ r"""Abstractive summarization on CNN/DailyMail (Section 4.1, Appendix A, Tables 
     python -m experiments.summarize --mode=duc2004 --model_dir=runs/table1_cpu/pg_acvi
     python -m experiments.summarize --mode=decode --model_dir=runs/table1_cpu/pg_acvi \
         --input=articles.txt --output=summaries.txt   # one tokenized article a line
+    python -m experiments.summarize --mode=export --model_dir=runs/table1_cpu/pg_acvi \
+        --export_dir=exports/pg_acvi
 
 The model is the one seq2seq machine with See et al.'s (2017) pointer-generator
 head (``--head=pointer``, Eqs. 5-6: batches carry the extended-vocabulary ids
@@ -28,7 +30,10 @@ without "+ coverage"), under ``no_coverage`` in ``results.json``.
 
 Other modes: ``lead3`` (the first three article sentences, same metrics; no
 model), ``duc2004`` (Table 5: decode DUC2004's 500 inputs with a trained model,
-ROUGE recall with Rush et al.'s 75-byte options and 4 references), ``decode``.
+ROUGE recall with Rush et al.'s 75-byte options and 4 references), ``decode``,
+``export`` (a SavedModel in ``--export_dir``: tokenized articles in, summaries out,
+the pointer's copy of article OOVs and the beam search in the graph;
+:mod:`acvi_tf.export.summarization`).
 
 Profiles (``--profile``; explicit flags win): ``paper`` (Section 4.1 and See et
 al.: 128-d embeddings, 256-d LSTMs, 50K vocabulary, 400/100 tokens, batch 16,
@@ -189,7 +194,9 @@ def run(model_dir, task, fv=FLAGS):
     model, step = load_model(model_dir, task_lib.build_batch(fv.head == "pointer"))
     task.load_vocab(model_dir)
     config = task.model_config(xflags.model_config_from_flags(fv))
-    if fv.mode == "decode":
+    if fv.mode == "export":
+        task.export(model, step, config, fv.train_steps, model_dir, fv.export_dir)
+    elif fv.mode == "decode":
         lines = read_lines(fv.input, sys.stdin)
         summaries = task.summarize(model, step, config, fv.train_steps, lines,
                                    fv.attention_plots, fv.attention_plots_count)

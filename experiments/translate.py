@@ -6,6 +6,8 @@ r"""Machine translation (Section 4.3, Appendix C, Table 4): train, evaluate, dec
     python -m experiments.translate --model_dir=runs/m30k_acvi --mode=eval
     python -m experiments.translate --model_dir=runs/m30k_acvi --mode=decode \
         --input=sentences.en --output=sentences.de
+    python -m experiments.translate --model_dir=runs/m30k_acvi --mode=export \
+        --export_dir=exports/m30k_acvi
 
 Modes: ``train_eval`` (default) trains, then decodes dev and test with
 ``--beam_width`` and prints BLEU with sacrebleu's signature and the diversity of
@@ -14,7 +16,9 @@ whitespace tokens of the decoded corpus: :mod:`acvi_tf.metrics.diversity`);
 ``train``; ``eval``
 (a trained ``--model_dir``); ``decode`` (``--input`` or stdin to ``--output`` or
 stdout; input in the dataset's form: Moses-tokenized for IWSLT/Multi30k ``tok``,
-raw text for WMT); ``copy_baseline`` (the source sentence as the translation).
+raw text for WMT); ``export`` (a SavedModel of the trained model in
+``--export_dir``: source text in, translations and scores out, tokenization and
+beam search in the graph; :mod:`acvi_tf.export.translation`); ``copy_baseline`` (the source sentence as the translation).
 
 Everything a run needs to be rebuilt lives in ``--model_dir``: ``model_config.json``,
 ``run_config.json`` (the resolved flags), the vocabularies (``vocab.<lang>.txt``)
@@ -178,6 +182,9 @@ def run(model_dir, task, fv=FLAGS):
         task.load_data(model_dir)
         model, step = load_model(model_dir, task.build_batch())
         config = task.model_config(xflags.model_config_from_flags(fv))
+        if fv.mode == "export":
+            task.export(model, model_dir, fv.export_dir, step)
+            return 0
         if fv.mode == "decode":
             hyps = task.translate_lines(model, read_lines(fv.input, sys.stdin),
                                         fv.attention_plots, fv.attention_plots_count)

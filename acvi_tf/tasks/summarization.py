@@ -503,6 +503,15 @@ class SummarizationTask(Task):
             out[i] = w
         return out
 
+    def export(self, model, step, model_config, train_steps, model_dir, export_dir):
+        """A SavedModel of ``model`` in ``export_dir`` (:mod:`acvi_tf.export.summarization`):
+        articles in, summaries out, as :meth:`summarize` decodes them."""
+        from acvi_tf.export import summarization as export_lib
+        coverage = self.evaluator(model_config, train_steps).coverage_at(step)
+        return export_lib.export(model, self.vocab, self.decode.options(final=True), coverage,
+                                 self.config.max_enc_steps, model_dir, export_dir, step,
+                                 self.log)
+
     def duc2004(self, model, step, model_config, train_steps, model_dir):
         """Table 5: a CNN/DM model summarizes DUC2004's 500 inputs; ROUGE recall at 75 bytes."""
         watch = runs.Stopwatch()

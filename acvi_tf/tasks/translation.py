@@ -400,6 +400,13 @@ class TranslationTask(Task):
         return runs.finish_results(
             model_dir, self.results(results, watch.seconds(), 0, system="copy-source"), self.log)
 
+    def export(self, model, model_dir, export_dir, step):
+        """A SavedModel of ``model`` in ``export_dir`` (:mod:`acvi_tf.export.translation`):
+        text in, translations out, with the final decoding settings."""
+        from acvi_tf.export import translation as export_lib
+        return export_lib.export(model, self.data, self.decode.options(final=True), model_dir,
+                                 export_dir, step, self.log)
+
     def source_ids(self, lines):
         """Source lines in the dataset's form -> id lists (words or BPE pieces)."""
         data = self.data
