@@ -16,7 +16,7 @@ import shutil
 
 import numpy as np
 
-from acvi_tf.runs import NOTES_MARKER, write_report  # noqa: F401 (NOTES_MARKER: tests)
+from acvi_tf.runs import NOTES_MARKER, load_json, write_report  # noqa: F401 (NOTES_MARKER: tests)
 from experiments import acvi_study as _study
 
 ARCHIVED = ("results.json", "history.jsonl", "decode_dev.txt", "decode_test.txt",
@@ -80,14 +80,13 @@ def relabel(cells, archive_root):
     each run on its row. Runs made before ``--system`` existed say "acvi" for every ACVI
     cell; the label at run time is kept as ``system_at_run``. Only the label changes.
     Returns the number relabelled."""
-    from experiments.acvi_study import cell_system
     changed, seen = 0, set()
     for name, _, _, argv, model_dir in cells:
         path = os.path.join(archive_root, name, "results.json")
         if model_dir in seen or not os.path.exists(path):
             continue
         seen.add(model_dir)
-        system = cell_system(argv)
+        system = _study.cell_system(argv)
         with open(path, encoding="utf-8") as f:
             results = json.load(f)
         if not system or results.get("system") == system:
@@ -218,9 +217,13 @@ def references(split):
         return None
 
 
-def _load_json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def seed_pairs(runs, task, row, needs=None):
+    """``[(soft run, row run)]`` of the seeds both have run (seed i against seed i),
+    each holding the file ``needs`` when given."""
+    pairs = [(runs.get(f"{task}_soft_s{seed}"), runs.get(f"{task}_{row}_s{seed}"))
+             for seed in _study.SEEDS]
+    return [(a, b) for a, b in pairs if a and b and (
+        needs is None or all(os.path.exists(os.path.join(r["_dir"], needs)) for r in (a, b)))]
 
 
 def read_lines(path, count):
@@ -239,7 +242,6 @@ def read_lines(path, count):
 
 
 def write(runs_root, cells, out):
-    from experiments import acvi_study as study
     results_dir = os.path.dirname(out) or "."
     archive_root = os.path.join(results_dir, "acvi_study", "runs")
     copied = archive(runs_root, cells, archive_root)
@@ -271,7 +273,7 @@ def write(runs_root, cells, out):
         lines.append(f"| (soft attention, seed 0) | reference | {_fmt(s['val_bleu'])} | – | – | "
                      f"{_fmt(s['context_use'], 3)} | {_fmt(s['dev_nll'], 3)} | – | "
                      f"{_fmt(s['train_min'], 0)} |")
-    for name, desc, _ in study.GRID:
+    for name, desc, _ in _study.GRID:
         run = runs.get(f"grid_{name}")
         if run is None:
             lines.append(f"| {name} | {desc} | not run yet | | | | | | |")
@@ -298,16 +300,16 @@ def write(runs_root, cells, out):
     lines += ["", "## The comparison that decides (3 seeds each)", ""]
     for task, metric_keys in (("multi30k", ("val_bleu", "test_bleu")), ("cnndm", ("rouge1",))):
         lines += [f"### {'Multi30k En→De (BLEU)' if task == 'multi30k' else 'CNN/DM (ROUGE-1 F1)'}",
-                  "", "| row | " + " | ".join(f"seed {s}" for s in study.SEEDS) + " | " +
+                  "", "| row | " + " | ".join(f"seed {s}" for s in _study.SEEDS) + " | " +
                   " | ".join(f"{k} mean ± std" for k in metric_keys) + " |",
-                  "|:--|" + "--:|" * (len(study.SEEDS) + len(metric_keys))]
+                  "|:--|" + "--:|" * (len(_study.SEEDS) + len(metric_keys))]
         for row, label in ROWS:
-            found = [runs.get(f"{task}_{row}_s{seed}") for seed in study.SEEDS]
+            found = [runs.get(f"{task}_{row}_s{seed}") for seed in _study.SEEDS]
             summaries = [summary(r) if r else None for r in found]
             by_row[task][row] = [r for r in found if r]
             main_key = metric_keys[-1]
             cells_txt = [_fmt(s[main_key]) if s else ("not chosen yet" if row == "acvi" and
-                                                       study.OURS[task] is None else "not run")
+                                                       _study.OURS[task] is None else "not run")
                          for s in summaries]
             stats = [_ms([s[k] if s else None for s in summaries]) for k in metric_keys]
             lines.append(f"| {label} | " + " | ".join(cells_txt) + " | " + " | ".join(stats) + " |")
@@ -320,9 +322,7 @@ def write(runs_root, cells, out):
     lines += ["### Paired bootstrap (sacrebleu, 1,000 resamples, seeds pooled: seed i against "
               "seed i)", ""]
     for row, label in ROWS[1:]:
-        pairs = [(a, b) for a, b in ((runs.get(f"multi30k_soft_s{seed}"),
-                                      runs.get(f"multi30k_{row}_s{seed}")) for seed in study.SEEDS)
-                 if a and b]
+        pairs = seed_pairs(runs, "multi30k", row)
         n = len(pairs)
         if n == 0 or refs is None:
             lines.append(f"- {label} vs soft attention: not run yet" if refs is not None else
@@ -345,18 +345,15 @@ def write(runs_root, cells, out):
               "ROUGE-1 F1 from ROUGE-1.5.5, seeds pooled: seed i against seed i; one-sided p "
               "of \"the row is not above soft attention\")", ""]
     for row, label in ROWS[1:]:
-        pairs = [(a, b) for a, b in ((runs.get(f"cnndm_soft_s{seed}"),
-                                      runs.get(f"cnndm_{row}_s{seed}")) for seed in study.SEEDS)
-                 if a and b and os.path.exists(os.path.join(a["_dir"], ROUGE_ITEMS))
-                 and os.path.exists(os.path.join(b["_dir"], ROUGE_ITEMS))]
+        pairs = seed_pairs(runs, "cnndm", row, ROUGE_ITEMS)
         if not pairs:
             lines.append(f"- {label} vs soft attention: not run yet")
             continue
         from acvi_tf.metrics.significance import paired_bootstrap
         base, cand = [], []
         for a, b in pairs:
-            base += _load_json(os.path.join(a["_dir"], ROUGE_ITEMS))
-            cand += _load_json(os.path.join(b["_dir"], ROUGE_ITEMS))
+            base += load_json(os.path.join(a["_dir"], ROUGE_ITEMS))
+            cand += load_json(os.path.join(b["_dir"], ROUGE_ITEMS))
         p_value, diff = paired_bootstrap(base, cand, n_samples=1000)
         n = len(pairs)
         table["cnndm"][row]["paired_bootstrap_vs_soft"] = {
@@ -381,7 +378,7 @@ def write(runs_root, cells, out):
     # -- json, notes --------------------------------------------------------------------------
     payload = {"multi30k": table["multi30k"], "cnndm": table["cnndm"],
                "grid": dict(grid_summ),
-               "ours": study.OURS, "profile": "cpu (table4-cpu / table1-cpu)"}
+               "ours": _study.OURS, "profile": "cpu (table4-cpu / table1-cpu)"}
     with open(os.path.splitext(out)[0] + ".json", "w", encoding="utf-8") as f:
         json.dump(payload, f, indent=2, sort_keys=True)
     write_report(out, "\n".join(lines))

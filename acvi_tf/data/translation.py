@@ -181,8 +181,10 @@ def _file_path(dataset, stem, lang, variant):
 
 # Cedilla letters (Turkish-style, wrong for Romanian but common in older text)
 # -> the comma-below letters of the Romanian standard (Unicode 3.0).
-_RO_CEDILLA_TO_COMMA = str.maketrans({"\u015f": "\u0219", "\u0163": "\u021b",
-                                      "\u015e": "\u0218", "\u0162": "\u021a"})
+# ş ţ Ş Ţ (cedilla) -> ș ț Ș Ț (comma below); the SavedModel export maps the same pairs.
+RO_CEDILLA_TO_COMMA = {"\u015f": "\u0219", "\u0163": "\u021b", "\u015e": "\u0218",
+                       "\u0162": "\u021a"}
+_RO_CEDILLA_TO_COMMA = str.maketrans(RO_CEDILLA_TO_COMMA)
 _ANY_WS = re.compile(r"\s+")
 
 
@@ -485,14 +487,14 @@ class SentencePieceCodec:
             raise DataError(f"{model_path}: ids 0-3 are {pieces[:4]}, expected {list(SPECIALS)} "
                             f"(train it with train_bpe)")
         self.vocab = Vocab(pieces)
-        self._tokenizer = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
+        self.tokenizer = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
 
     def __len__(self):
         return len(self.vocab)
 
     def tokenize(self, strings):
         """String tensor [N] -> int32 RaggedTensor [N, None] of piece ids."""
-        return self._tokenizer.tokenize(strings)
+        return self.tokenizer.tokenize(strings)
 
     def encode(self, texts, batch_size=4096):
         """Strings -> list of int32 arrays of piece ids, tokenized in a tf.data
@@ -517,7 +519,7 @@ class SentencePieceCodec:
         cleaned = [self.vocab.encode(self.vocab.decode(ids)) for ids in ids_batch]
         if not cleaned:
             return []
-        texts = self._tokenizer.detokenize(to_ragged(cleaned)).numpy().tolist()
+        texts = self.tokenizer.detokenize(to_ragged(cleaned)).numpy().tolist()
         return [t.decode("utf-8") for t in texts]
 
     def pieces(self, text):

@@ -46,14 +46,6 @@ def pad_source(ragged_ids, pad_id):
     return src, tf.cast(ids.row_lengths(), tf.int32)
 
 
-def best_hypothesis(out, beam_width):
-    """The search output -> ``(ids [B, T], score [B])`` of the best hypothesis: beam
-    search's ranking score, greedy search's summed log-probability."""
-    if beam_width > 1:
-        return out["ids"][:, 0], out["scores"][:, 0]
-    return out["ids"], out["log_prob"]
-
-
 def output_mask(ids, eos_id, drop_ids):
     """True where a decoded id is part of the output, as :meth:`Vocab.decode` reads
     it: everything before the first ``</s>``, without the ``drop_ids`` (pad, bos)."""
@@ -78,6 +70,14 @@ def blank_empty(texts, scores, lengths):
     empty = tf.equal(lengths, 0)
     return (tf.where(empty, tf.constant("", tf.string), texts),
             tf.where(empty, tf.zeros_like(scores), scores))
+
+
+def run_files(model_dir):
+    """The files of a run directory an export keeps as assets: its configs and its
+    vocabularies (``vocab.*``)."""
+    configs = ("model_config.json", "run_config.json", "train_config.json")
+    return [os.path.join(model_dir, name) for name in sorted(os.listdir(model_dir))
+            if name in configs or name.startswith("vocab.")]
 
 
 class ServingModule(tf.Module):
@@ -110,7 +110,7 @@ def save(export_dir, model, serve, input_signature, resources, run_files, info, 
     """Writes the SavedModel of ``serve`` (a Python function of the signature's
     inputs) to ``export_dir``.
 
-    ``run_files`` (paths in the run directory: configs, vocabularies) and
+    ``run_files`` (paths in the run directory: :func:`run_files`) and
     ``export.json`` (``info``) become assets. The export is written into a sibling
     temporary directory and moved into place, so an interrupted export never leaves
     a half-written ``export_dir``; an existing non-empty ``export_dir`` is refused.

@@ -12,10 +12,9 @@ The summary is cut at ``[STOP]`` and joined by spaces, exactly what
 at the exported step. An empty article gives "" and score 0.
 """
 
-import os
-
 import tensorflow as tf
 
+from acvi_tf import decoding
 from acvi_tf.export import base
 
 SIGNATURE = {"inputs": {"text": "tf.string [batch]: tokenized articles"},
@@ -86,7 +85,8 @@ def export(model, vocab, decode_options, coverage, max_enc_steps, model_dir, exp
             ext, oovs, max_oovs = article_oov_ids(words, ids, len(vocab), vocab.unk_id)
             batch.update(src_ext=base.pad_source(ext, vocab.pad_id)[0], max_oovs=max_oovs)
         out = model.decode(batch, **options)
-        hyp, score = base.best_hypothesis(out, beam_width)
+        best = decoding.best_hypothesis(out, beam_width)
+        hyp, score = best["ids"], best["score"]
         keep = base.output_mask(hyp, vocab.eos_id, ())  # strip_decoded: cut at [STOP]
         if pointer:
             summary = tf.strings.reduce_join(
@@ -97,9 +97,7 @@ def export(model, vocab, decode_options, coverage, max_enc_steps, model_dir, exp
         summary, score = base.blank_empty(summary, score, lengths)
         return {"summary": summary, "score": score}
 
-    run_files = [os.path.join(model_dir, name) for name in sorted(os.listdir(model_dir))
-                 if name in ("model_config.json", "run_config.json", "train_config.json",
-                             "vocab.txt")]
+    run_files = base.run_files(model_dir)
     info = base.export_info("summarize", model_dir, model.config, options, SIGNATURE, step,
                             {"coverage": bool(coverage), "pointer": pointer,
                              "max_enc_steps": int(max_enc_steps),

@@ -14,17 +14,15 @@ Loading a WMT'16 export needs ``import tensorflow_text`` first (its sentencepiec
 ops); a word-level export needs TensorFlow alone.
 """
 
-import os
-
 import tensorflow as tf
 
+from acvi_tf import decoding
+from acvi_tf.data.translation import RO_CEDILLA_TO_COMMA
 from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from acvi_tf.export import base
 
 # Python's str.isspace() set (what normalize_text's "\s+" matches), as an RE2 class.
 _UNICODE_WS = r"[\t\n\x0b\x0c\r\x1c-\x1f\x{85}\p{Z}]+"
-_RO_COMMA_BELOW = (("\u015f", "\u0219"), ("\u0163", "\u021b"), ("\u015e", "\u0218"),
-                   ("\u0162", "\u021a"))
 
 SIGNATURE = {"inputs": {"text": "tf.string [batch]: source sentences"},
              "outputs": {"translation": "tf.string [batch]", "score": "tf.float32 [batch]"}}
@@ -36,7 +34,7 @@ def normalize_text(text, lang):
     text = tf_text.normalize_utf8(text, "NFC")
     text = tf.strings.strip(tf.strings.regex_replace(text, _UNICODE_WS, " "))
     if lang == "ro":
-        for cedilla, comma in _RO_COMMA_BELOW:
+        for cedilla, comma in RO_CEDILLA_TO_COMMA.items():
             text = tf.strings.regex_replace(text, cedilla, comma)
     return text
 
@@ -54,18 +52,19 @@ def export(model, data, decode_options, model_dir, export_dir, step, log=print):
         resources.append(src_table)
         tgt_tokens = data.tgt_vocab.tokens
     else:
-        tokenizer = codec._tokenizer
+        tokenizer = codec.tokenizer
         resources.append(tokenizer)
 
     def serve(text):
-        text = tf.strings.regex_replace(text, "\r$", "")  # as read_lines' rstrip("\r")
         if codec is None:
-            ids = src_table.lookup(tf.strings.split(text))  # ASCII whitespace, as split_tokens
+            # ASCII whitespace (a trailing "\r" too), as split_tokens after rstrip("\r")
+            ids = src_table.lookup(tf.strings.split(text))
         else:
             ids = tokenizer.tokenize(normalize_text(text, data.src_lang))
         src, lengths = base.pad_source(ids, PAD_ID)
         out = model.decode({"src": src}, **options)
-        hyp, score = base.best_hypothesis(out, beam_width)
+        best = decoding.best_hypothesis(out, beam_width)
+        hyp, score = best["ids"], best["score"]
         keep = base.output_mask(hyp, EOS_ID, (PAD_ID, BOS_ID))
         if codec is None:
             texts = base.join_tokens(tgt_tokens, hyp, keep)
@@ -74,9 +73,7 @@ def export(model, data, decode_options, model_dir, export_dir, step, log=print):
         texts, score = base.blank_empty(texts, score, lengths)
         return {"translation": texts, "score": score}
 
-    run_files = [os.path.join(model_dir, name) for name in sorted(os.listdir(model_dir))
-                 if name in ("model_config.json", "run_config.json", "train_config.json")
-                 or name.startswith("vocab.")]
+    run_files = base.run_files(model_dir)
     if codec is not None:
         run_files.append(codec.model_path)
     info = base.export_info("translate", model_dir, model.config, options, SIGNATURE, step,

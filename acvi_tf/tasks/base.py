@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from acvi_tf import attention, latent
+from acvi_tf import attention, decoding, latent
 from acvi_tf.models import model_names
 from acvi_tf.registry import Registry
 from acvi_tf.runs import RunError
@@ -167,20 +167,14 @@ def decode_in_batches(decode_fn, lengths, make_batch, batch_size, attention_for=
 
 def best_hypothesis_decoder(model, input_signature, beam_width=1, max_length=50, min_length=0,
                             length_normalization="none", alpha=0.6):
-    """A tf.function batch -> best hypothesis (``ids``, ``lengths``, ``attention``)."""
+    """A tf.function batch -> best hypothesis (``ids``, ``lengths``, ``score``,
+    ``attention``: :func:`acvi_tf.decoding.best_hypothesis`)."""
 
     def decode(batch):
         out = model.decode(batch, beam_width=beam_width, max_length=max_length,
                            min_length=min_length, length_normalization=length_normalization,
                            alpha=alpha)
-        ids, lengths, attention_probs = out["ids"], out["lengths"], out.get("attention")
-        if beam_width > 1:
-            ids, lengths = ids[:, 0], lengths[:, 0]
-            attention_probs = attention_probs[:, 0] if attention_probs is not None else None
-        result = {"ids": ids, "lengths": lengths}
-        if attention_probs is not None:
-            result["attention"] = attention_probs
-        return result
+        return decoding.best_hypothesis(out, beam_width)
 
     return tf.function(decode, input_signature=[input_signature])
 
