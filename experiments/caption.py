@@ -7,6 +7,8 @@ r"""Video captioning on MSVD / Youtube2Text (Section 4.2, Appendix B, Table 3).
     python -m experiments.caption --model_dir=runs/table3/acvi --mode=eval
     python -m experiments.caption --model_dir=runs/table3/acvi --mode=decode \
         --input=clips.txt --output=captions.tsv      # clip ids (vidN), one per line
+    python -m experiments.caption --model_dir=runs/table3/acvi --mode=export \
+        --export_dir=exports/table3_acvi     # a SavedModel: features [B, frames, dim] in
     python -m experiments.caption --mode=extract_features --videos=data/msvd/YouTubeClips \
         --cnn_weights=bvlc_googlenet.npz --features=data/msvd/googlenet_pool5
 
@@ -38,6 +40,9 @@ Everything a run needs lives in ``--model_dir``: ``model_config.json``,
 ``run_config.json``, ``flags.txt``, ``vocab.txt``, ``ckpt/``, TensorBoard logs
 (``train/``, ``eval/``: val CIDEr-D / ROUGE-L, sample captions, an attention
 heat-map over the frames), ``decode_{val,test}.tsv`` and ``results.json``.
+``--mode=export`` writes a SavedModel whose ``serving_default`` takes the
+features of a batch of clips and returns their captions
+(:mod:`acvi_tf.export.captioning`).
 """
 
 import logging
@@ -182,9 +187,6 @@ def dry_run(model_dir, fv=FLAGS):
 
 
 def check_flags(fv=FLAGS):
-    if fv.mode == "export":  # not built yet for captioning (issue 15)
-        raise xflags.FlagError("mode", "export is not implemented for captioning yet; it "
-                               "exists in experiments.translate and experiments.summarize")
     xflags.check_run_flags(fv)
     if fv.head != "softmax":
         raise xflags.FlagError("head", f"{fv.head!r}: captioning has no source words to copy; "
@@ -193,7 +195,7 @@ def check_flags(fv=FLAGS):
 
 def run(model_dir, task, fv=FLAGS):
     """The mode of ``--mode``; returns the exit code."""
-    data = task.load_data(model_dir, check_features=fv.mode != "decode")
+    data = task.load_data(model_dir, check_features=fv.mode not in xflags.READ_ONLY_MODES)
     task.log(data.report)
     if fv.mode in ("train", "train_eval"):
         if data.partial and not fv.allow_partial_data:
@@ -214,6 +216,9 @@ def run(model_dir, task, fv=FLAGS):
             hyps = task.caption_clips(model, clips)
             write_output(fv.output, [f"{c}\t{h}" for c, h in zip(clips, hyps)], task.log,
                          "captions")
+            return 0
+        if fv.mode == "export":
+            task.export(model, model_dir, fv.export_dir, step)
             return 0
         evaluator, info = task.evaluator(), None
     results, seconds = evaluator.evaluate(model, step, model_dir)

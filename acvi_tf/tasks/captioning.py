@@ -436,6 +436,14 @@ class CaptioningTask(Task):
             self.log(SYNTHETIC_BANNER)
         return out
 
+    def export(self, model, model_dir, export_dir, step):
+        """A SavedModel of ``model`` in ``export_dir`` (:mod:`acvi_tf.export.captioning`):
+        features [batch, frames, dim] in, captions out, with the final decoding settings."""
+        from acvi_tf.export import captioning as export_lib
+        return export_lib.export(model, self.data.vocab, self.data.dim, self.data.num_frames,
+                                 self.decode.options(final=True), model_dir, export_dir, step,
+                                 self.log)
+
     def caption_clips(self, model, clips):
         """Clip ids (vidN) -> one caption each."""
         for c in clips:

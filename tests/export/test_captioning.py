@@ -1,0 +1,87 @@
+"""The captioning SavedModel (--mode=export): clip features in, captions out. Loaded in a
+process that never imports acvi_tf, it gives exactly the captions of the CLI's
+--mode=decode for the same clips, greedy and beam; its assets record the run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from acvi_tf.data import video_features as vf
+from tests.experiments.test_caption import SMOKE, _cli, _write_mirror
+
+# Outside the repository, with no PYTHONPATH: only TensorFlow is importable there.
+LOADER = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+model = tf.saved_model.load(sys.argv[1])
+features = tf.constant(np.load(sys.argv[2]))
+out = model.signatures["serving_default"](features=features)
+assert not [m for m in sys.modules if m.startswith("acvi_tf")], "acvi_tf was imported"
+print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}, default=bytes.decode))
+"""
+
+CLIPS = ["vid5", "vid17", "vid1371", "vid42", "vid999", "vid1300"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export_caption")
+    mirror = _write_mirror(str(root / "mirror"))
+    env = dict(os.environ, ACVI_DATA_MIRROR=mirror, ACVI_DATA_DIR=str(root / "data"),
+               TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.getcwd())
+    model_dir = str(root / "run")
+    r = _cli(SMOKE + ["--attention=acvi", "--attention_option=kl_weight=0.0001",
+                      "--gumbel_fraction=0", f"--model_dir={model_dir}", "--mode=train",
+                      "--train_steps=200", "--eval_every=200", "--checkpoint_every=200"], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # The synthetic store the run was trained on, as the CLI reads it for these clips.
+    features = vf.SyntheticFeatures(warn=False).get_batch(CLIPS)
+    path = str(root / "features.npy")
+    np.save(path, features.astype(np.float32))
+    return root, env, model_dir, path
+
+
+@pytest.mark.parametrize("beam_width", [1, 2])
+def test_the_export_captions_exactly_as_the_cli_decodes(trained, beam_width):
+    root, env, model_dir, features = trained
+    export_dir = str(root / f"export_beam{beam_width}")
+    # min_length: an untrained-looking beam prefers "</s>" at once; the setting must
+    # reach the exported search as it reaches the CLI's.
+    decode = [f"--beam_width={beam_width}", "--min_length=3"]
+    r = _cli([f"--model_dir={model_dir}", "--mode=export", f"--export_dir={export_dir}"]
+             + decode, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = _cli([f"--model_dir={model_dir}", "--mode=decode"] + decode, env,
+             stdin="".join(c + "\n" for c in CLIPS))
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [line.split("\t") for line in r.stdout.splitlines()]
+    assert [c for c, _ in rows] == CLIPS
+    cli = [caption for _, caption in rows]
+    assert all(len(c.split()) >= 3 for c in cli), cli
+
+    env_fresh = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env_fresh["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    p = subprocess.run([sys.executable, "-c", LOADER, export_dir, features], cwd=str(root),
+                       env=env_fresh, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    served = json.loads(p.stdout.strip().splitlines()[-1])
+    assert served["caption"] == cli
+    assert all(s < 0 for s in served["score"])
+
+    info = json.load(open(os.path.join(export_dir, "assets", "export.json")))
+    assert info["task"] == "caption" and info["decode"]["beam_width"] == beam_width
+    assert info["decode"]["min_length"] == 3
+    assert info["feature_dim"] == 1024 and info["num_frames"] == vf.NUM_FRAMES
+    assert {"vocab.txt", "model_config.json"} <= set(
+        os.listdir(os.path.join(export_dir, "assets")))
+
+
+def test_export_needs_export_dir(trained):
+    _, env, model_dir, _ = trained
+    r = _cli([f"--model_dir={model_dir}", "--mode=export"], env)
+    assert r.returncode != 0 and "--export_dir" in r.stderr
