@@ -1,5 +1,6 @@
 """ACVI's math against independent computations (numpy, closed forms)."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -320,6 +321,9 @@ def tfp_normal_log_prob(x, mean):
 @pytest.mark.parametrize("net", ["mlp"])
 def test_log_sigma_sq_init_sets_sigma_at_step_zero(init, net):
     """sigma ~ exp(init / 2) at step 0 for encoder states of the BiLSTM's size (rms 0.01-0.1)."""
+    # Seeded: the sigma-network's random first layer moves log sigma^2 by a few percent, and
+    # an unseeded draw now and then moved one of the 448 entries past the tolerance.
+    keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     memory = tf.constant((0.05 * rng.normal(size=[4, 7, 16])).astype(np.float32))
     variant = ACVI(16, sigma_net=net, log_sigma_sq_init=init)
