@@ -2,7 +2,7 @@
 and the lead-3 baseline."""
 
 from experiments.tables.render import (SYSTEM_NAMES, Footnotes, markdown_table, not_run,
-                                       profile_label)
+                                       profile_label, seed_of, seeds_cell)
 from experiments.tables.spec import Table
 
 # Table 1 (ROUGE-1, -2, -L F1; METEOR exact, full), the rows we can produce, keyed
@@ -32,6 +32,16 @@ PAPER_TABLE1 = [
      (40.04, 17.37, 36.45, 17.14, 18.66)),
     (("ved", "pointer", True, None), "pointer-generator + coverage: VED (ICLR version)",
      (41.28, 18.05, 38.12, 17.63, 18.87)),
+]
+# The CPU table's ACVI rows come twice: "ACVI" as the ACVI study chose it (ours) and the
+# paper's ELBO taken literally (results/acvi_study.md); both quote the paper's ACVI.
+PAPER_ELBO_TABLE1 = [
+    (("acvi_paper_elbo", "pointer", False, None),
+     "pointer-generator + ACVI, the paper's ELBO (Eq. 22 taken literally)",
+     (39.96, 17.41, 36.40, 16.68, 17.84)),
+    (("acvi_paper_elbo", "pointer", True, None),
+     "pointer-generator + ACVI + coverage, the paper's ELBO (Eq. 22 taken literally)",
+     (42.71, 19.24, 39.05, 18.47, 20.09)),
 ]
 # Table 2 (pointer-generator + coverage): rates as printed (read as percentages);
 # variational attention and VED from the ICLR version.
@@ -77,8 +87,18 @@ def _match(key, want):
     return key[:3] == want[:3] and (want[3] is None or key[3] == want[3])
 
 
-def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail"):
-    """Table 1's rows; ROUGE F1 and METEOR of our runs by profile; Table 2 below it."""
+def _by_seed(hits):
+    """The first hit of each seed (a run archived twice counts once), by seed."""
+    seen = {}
+    for hit in hits:
+        seen.setdefault(seed_of(hit[-1]), hit)
+    return [seen[k] for k in sorted(seen)]
+
+
+def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail",
+           paper_rows=PAPER_TABLE1, table2_systems=tuple(PAPER_TABLE2)):
+    """Table 1's rows; ROUGE F1 and METEOR of our runs by profile (mean ± std where a row
+    ran with several seeds); Table 2 below it."""
     rows_ours = _summary_rows(results)
     profiles = sorted({r["profile"] for _, _, r in rows_ours if r["system"] != "lead-3"}) \
         or ["paper"]
@@ -88,35 +108,38 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail")
         headers += [f"{profile_label(p)}: {m}" for m in metrics]
     headers += [f"paper (Table 1): {m}" for m in metrics] + ["our run"]
     rows, notes = [], Footnotes()
-    for key, name, paper in PAPER_TABLE1:
+    for key, name, paper in paper_rows:
         row, refs = [name], []
         for p in profiles:
-            hit = next(((s, r) for k, s, r in rows_ours if _match(k, key)
-                        and (r["profile"] == p or r["system"] == "lead-3")), None)
-            if hit is None:
+            hits = _by_seed([(s, r) for k, s, r in rows_ours if _match(k, key)
+                             and (r["profile"] == p or r["system"] == "lead-3")])
+            if key[0] == "lead-3":
+                hits = hits[:1]
+            if not hits:
                 row += [None] * len(metrics)
                 continue
-            s, r = hit
-            meteor = s.get("meteor") or {}
-            row += [s["rouge"][k] for k in SUMMARY_SCORES] + [meteor.get("exact"),
-                                                             meteor.get("full")]
-            ref = notes.add(dict(r, partial_eval=False, splits={}))
-            extra = _summary_notes(r)
-            if s is not r:
-                extra.append(f"at step {s.get('steps'):,}, before coverage")
-            refs.append(ref + (f" ({'; '.join(extra)})" if extra else ""))
+            row += [seeds_cell([s["rouge"][k] for s, _ in hits]) for k in SUMMARY_SCORES]
+            row += [seeds_cell([(s.get("meteor") or {}).get(m) for s, _ in hits])
+                    for m in ("exact", "full")]
+            for s, r in hits:
+                ref = notes.add(dict(r, partial_eval=False, splits={}))
+                extra = _summary_notes(r)
+                if s is not r:
+                    extra.append(f"at step {s.get('steps'):,}, before coverage")
+                refs.append(ref + (f" ({'; '.join(extra)})" if extra else ""))
         row += list(paper) + [" ".join(dict.fromkeys(refs)) or not_run(key[0])]
         rows.append(row)
     table2_rows = []
-    for system, (nw, oov) in PAPER_TABLE2.items():
-        r = next((x for x in results if x["system"] != "lead-3"
-                  and _summary_system(x) == system
-                  and x.get("head") == "pointer" and x.get("novelty")), None)
-        ours = [r["novelty"]["novel_word_percent"], r["novelty"]["oov_adoption_percent"]] \
-            if r else [None, None]
-        table2_rows.append([SYSTEM_NAMES.get(system, system)] + ours + [nw, oov,
-                           notes.add(dict(r, partial_eval=False, splits={})) if r
-                           else not_run(system)])
+    for system in table2_systems:
+        nw, oov = PAPER_TABLE2["acvi" if system == "acvi_paper_elbo" else system]
+        mine = _by_seed([(None, x) for x in results if x["system"] != "lead-3"
+                         and _summary_system(x) == system
+                         and x.get("head") == "pointer" and x.get("novelty")])
+        ours = [seeds_cell([r["novelty"][k] for _, r in mine])
+                for k in ("novel_word_percent", "oov_adoption_percent")]
+        table2_rows.append([SYSTEM_NAMES.get(system, system)] + ours + [nw, oov, " ".join(
+            notes.add(dict(r, partial_eval=False, splits={})) for _, r in mine)
+            or not_run(system)])
     text = [
         f"# {title}",
         "",
@@ -127,7 +150,8 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail")
         "in full mode (exact, stem, synonym, paraphrase). Columns headed *ours* are our "
         "runs; *paper (Table 1)* quotes the paper and is never our result. A coverage run "
         "gives two rows: the model at the end of the last phase (before coverage) and the "
-        "final one. CPU-scale runs train on a 39,227-pair partial copy with reduced sizes "
+        "final one. A row run with several seeds shows mean ± sample std over them; the "
+        "spread of the soft-attention rows is the noise level. CPU-scale runs train on a 39,227-pair partial copy with reduced sizes "
         "and are not comparable with the paper's numbers; the local test chunks are the "
         "first 4,000 of 11,490 test articles (mostly CNN).",
         "",
@@ -157,13 +181,23 @@ TABLE1_RUNS = [("lead3", None, ["--mode=lead3", "--profile=paper"])] + [
     for n in ("pg_soft", "pg_acvi", "seq2seq_50k", "seq2seq_150k") + TABLE1_BASELINES]
 TABLE1_CPU_RUNS = [("lead3", None, ["--mode=lead3", "--profile=cpu"])] + [
     (n, f"table1_cpu_{n}.flags", ["--noprogress"])
-    for n in ("pg_soft", "pg_acvi") + TABLE1_BASELINES]
+    for n in ("pg_soft", "pg_acvi") + TABLE1_BASELINES] + [
+    ("pg_acvi_paper_elbo", "study/table1_cpu_pg_acvi_paper_elbo.flags", ["--noprogress"])]
+# Where the paper's ACVI rows sit, the CPU table adds the paper-ELBO rows right after them.
+_ACVI_COVERAGE = next(i for i, (k, _, _) in enumerate(PAPER_TABLE1) if k[:3] == ("acvi", "pointer",
+                                                                                    True))
+TABLE1_CPU_ROWS = (PAPER_TABLE1[:_ACVI_COVERAGE + 1] + PAPER_ELBO_TABLE1
+                   + PAPER_TABLE1[_ACVI_COVERAGE + 1:])
+TABLE2_CPU_SYSTEMS = tuple(PAPER_TABLE2) + ("acvi_paper_elbo",)
 LEAD3_RUNS = [("lead3", None, ["--mode=lead3", "--profile=paper"])]
 TABLES = {
     "table1": Table(TABLE1_RUNS, table1, "summarize"),
+    # The ACVI study's seeds of the soft, ACVI and paper-ELBO rows (results/acvi_study.md).
     "table1-cpu": Table(TABLE1_CPU_RUNS,
                         lambda rs: table1(rs, "Table 1 at CPU scale: abstractive summarization "
-                                              "on CNN/DailyMail"), "summarize"),
+                                              "on CNN/DailyMail", TABLE1_CPU_ROWS,
+                                          TABLE2_CPU_SYSTEMS), "summarize",
+                        archives=("results/acvi_study/runs",)),
     "lead3": Table(LEAD3_RUNS, lambda rs: table1(rs, "The lead-3 baseline on the local "
                                                      "CNN/DailyMail test chunks"), "summarize"),
 }

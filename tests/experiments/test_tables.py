@@ -57,12 +57,14 @@ def test_table1_has_a_run_for_every_row(table, profile):
     assert {fv.profile for fv in runs.values()} == {profile}
     keys = []
     for fv in runs.values():
-        system = summarize_task.system_of(xflags.model_config_from_flags(fv)).removeprefix("seq2seq-")
+        system = fv.system or summarize_task.system_of(
+            xflags.model_config_from_flags(fv)).removeprefix("seq2seq-")
         vocab = fv.vocab_size if fv.head == "softmax" else None
         keys.append((system, fv.head, False, vocab))  # a coverage run is evaluated before it too
         if fv.coverage and fv.coverage_steps:
             keys.append((system, fv.head, True, vocab))
-    for key, name, _ in tables.PAPER_TABLE1:
+    rows = tables.table1_summarization.TABLE1_CPU_ROWS if profile == "cpu" else tables.PAPER_TABLE1
+    for key, name, _ in rows:
         if key[0] == "lead-3":
             assert any(n == "lead3" for n, _, _ in tables.TABLES[table])
             continue
@@ -257,3 +259,27 @@ def test_a_regenerated_table_keeps_the_notes_below_the_marker(tmp_path):
     text = out.read_text()
     assert text.startswith("# new table") and "old table" not in text
     assert text.index(NOTES_MARKER) < text.index("2026-11-24: a note by hand")
+
+
+def test_table1_cpu_seeds_give_mean_and_std_and_the_paper_elbo_row_is_its_own():
+    """Three soft seeds (one found twice) and the paper-ELBO ACVI run: soft shows mean ±
+    sample std over its 3 seeds, before coverage too; the paper-ELBO run fills its own
+    rows and not ACVI's, in Table 2 as well."""
+    def run(system, seed, r1, where="a"):
+        argv = ["summarize.py", f"--model_dir={where}/{system}{seed}"] + (
+            [f"--seed={seed}"] if seed else [])
+        return _summary(system, "acvi" if system.startswith("acvi") else "soft",
+                        rouge=(r1, 10.0, 27.0), argv=argv, command=" ".join(argv),
+                        no_coverage=dict(rouge=dict(zip(tables.SUMMARY_SCORES, (r1 - 5, 8.0, 22.0))),
+                                         steps=1800),
+                        _path=f"{where}/{system}{seed}/results.json")
+    results = [run("soft", 0, 28.0), run("soft", 1, 29.0), run("soft", 2, 30.0),
+               run("soft", 1, 99.0, where="b"), run("acvi_paper_elbo", 0, 25.0)]
+    text = tables.RENDER["table1-cpu"](results)
+    assert _row(text, "pointer-generator + coverage (SA)")[1] == "29.00 ± 1.00 (3 seeds)"
+    assert _row(text, "pointer-generator (SA)")[1] == "24.00 ± 1.00 (3 seeds)"
+    assert "99" not in text
+    elbo = _row(text, "pointer-generator + ACVI + coverage, the paper's ELBO (Eq. 22 taken literally)")
+    assert elbo[1] == "25.00" and elbo[6] == "42.71"  # ours, then the paper's ACVI quoted
+    assert _row(text, "pointer-generator + ACVI + coverage")[-1] == "not run"
+    assert _row(text, "ACVI, the paper's ELBO (Eq. 22 taken literally)")[1] == "0.70"  # Table 2
