@@ -1,5 +1,7 @@
 """Machine-translation data (the paper's Table 4, Appendix C): sources, readers,
-vocabularies, BPE, evaluation post-processing and the tf.data training pipeline.
+normalisation, vocabularies and the BLEU each dataset is scored with. Subword
+models live in :mod:`acvi_tf.data.subwords`, batching in
+:mod:`acvi_tf.data.batching`.
 
 Datasets (registered with :mod:`acvi_tf.data.sources` at import time):
 
@@ -26,31 +28,20 @@ Datasets (registered with :mod:`acvi_tf.data.sources` at import time):
 
 Splits are ``train``, ``dev``, ``test`` (or a file stem such as ``tst2012``).
 
-Pipeline. :func:`make_dataset` turns id sequences into batches of
-``{"src", "src_len", "tgt_in", "tgt_out", "tgt_len"}`` (int32, padded with 0):
-length filtering (50 tokens by default, as tensorflow/nmt), bucketing by length
-(as tensorflow/nmt's ``group_by_window``) or plain batching, and a full shuffle
-seeded by ``(seed, epoch)``. The order of batches of an epoch is computed up
-front with numpy, so a position ``(epoch, batch)`` -- two plain integers --
-determines everything that follows: :class:`BatchIterator` saves and restores
-it, and a resumed run sees exactly the batches an uninterrupted run would have.
+Batches. :func:`acvi_tf.data.batching.make_dataset` turns the id sequences of
+:meth:`TranslationData.encode` into padded, bucketed, resumable batches.
 """
 
 import dataclasses
-import hashlib
-import io
-import json
 import os
 import re
 import unicodedata
 
 import numpy as np
-import tensorflow as tf
 
-from acvi_tf.data import sources
-from acvi_tf.data.batching import to_ragged
+from acvi_tf.data import sources, subwords
 from acvi_tf.data.sources import DataError, DataFile, DataSource
-from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID, Vocab, split_tokens
+from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, Vocab, split_tokens
 from acvi_tf.metrics import bleu as bleu_lib
 
 IWSLT15 = "iwslt15_en_vi"
@@ -369,188 +360,24 @@ def load_vocab(dataset, lang, min_count=2, max_size=None, variant="tok"):
                      f"train_bpe() and SentencePieceCodec, or prepare()")
 
 
-SPM_MODEL = "spm.model"
-SPM_VOCAB = "spm.vocab"
-SPM_MANIFEST = "spm.json"
-
-
-def _text_digest(texts):
-    h = hashlib.sha256()
-    for t in texts:
-        h.update(t.encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()
-
-
-def train_bpe(model_dir, vocab_size=32_000, texts=None, seed=0, model_type="bpe",
-              character_coverage=1.0, byte_fallback=True, input_sentence_size=2_000_000,
-              num_threads=2, max_lines=None):
-    """Trains (or reuses) a shared sentencepiece model in ``model_dir``.
-
-    By default on the WMT'16 En-Ro training text of both sides (normalised, see
-    :func:`normalize_text`); pass ``texts`` to train on anything else. Writes
-    ``spm.model``, ``spm.vocab`` (pieces in id order) and ``spm.json`` (the
-    settings, the digest of the training text and the data report). A model
-    already in ``model_dir`` with the same manifest is reused; a different one is
-    an error rather than silently replaced, because checkpoints depend on its ids.
-
-    The model has ``<pad>``=0, ``<unk>``=1, ``<s>``=2, ``</s>``=3 like
-    :class:`Vocab`, sentencepiece's identity normalisation (our normalisation is
-    explicit, so ``decode(encode(x)) == x`` for normalised ``x``) and byte
-    fallback (a character never seen in training becomes UTF-8 byte pieces rather
-    than ``<unk>``, so the round trip holds on dev/test text too).
-
-    Returns the path of ``spm.model``.
-    """
-    import sentencepiece as spm  # heavy; only needed here
-
+def train_bpe(model_dir, vocab_size=32_000, texts=None, seed=0, max_lines=None, **options):
+    """Trains (or reuses) the shared sentencepiece BPE model of WMT'16 En-Ro in
+    ``model_dir`` (:func:`acvi_tf.data.subwords.train_sentencepiece`), on the
+    training text of both sides, normalised (:func:`normalize_text`; ``max_lines``
+    reads a head of it); ``texts`` trains on anything else. Returns the path of
+    ``spm.model``."""
     report = ""
     if texts is None:
         corpus = load_text(WMT16, "train", "en", "ro", max_lines=max_lines)
         texts = corpus.src + corpus.tgt
         report = corpus.report
-    texts = [t for t in texts if t]
-    manifest = {
-        "vocab_size": int(vocab_size), "model_type": model_type, "seed": int(seed),
-        "character_coverage": float(character_coverage), "byte_fallback": bool(byte_fallback),
-        "input_sentence_size": int(input_sentence_size), "normalization": "identity",
-        "training_lines": len(texts), "training_text_sha256": _text_digest(texts),
-        "sentencepiece": spm.__version__,
-    }
-    model_path = os.path.join(model_dir, SPM_MODEL)
-    manifest_path = os.path.join(model_dir, SPM_MANIFEST)
-    if os.path.exists(model_path):
-        try:
-            with open(manifest_path, encoding="utf-8") as f:
-                old = json.load(f)
-        except (OSError, ValueError) as e:
-            raise DataError(f"{model_path} exists but its manifest {manifest_path} cannot be "
-                            f"read ({e}); delete {model_dir} or choose another dir") from None
-        # Informational entries (the report; the sentencepiece version, which
-        # does not change a trained model) are not compared.
-        info = ("data_report", "sentencepiece")
-        old_settings = {k: v for k, v in old.items() if k not in info}
-        new_settings = {k: v for k, v in manifest.items() if k not in info}
-        if old_settings != new_settings:
-            diff = sorted(k for k in set(old_settings) | set(new_settings)
-                          if old_settings.get(k) != new_settings.get(k))
-            raise DataError(f"{model_path} was trained with different settings or text "
-                            f"(differs in: {', '.join(diff)}); delete {model_dir} or choose "
-                            f"another model dir")
-        return model_path
-    if not texts:
-        raise DataError("no training text for sentencepiece")
-    os.makedirs(model_dir, exist_ok=True)
-    spm.set_random_generator_seed(seed)  # input sampling is random otherwise
-    proto = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts), model_writer=proto, model_type=model_type,
-        vocab_size=vocab_size, character_coverage=character_coverage,
-        byte_fallback=byte_fallback, normalization_rule_name="identity",
-        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
-        pad_piece=SPECIALS[PAD_ID], unk_piece=SPECIALS[UNK_ID],
-        bos_piece=SPECIALS[BOS_ID], eos_piece=SPECIALS[EOS_ID],
-        input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
-        num_threads=num_threads, minloglevel=2)
-    # Write to temporary names and rename, so a crash never leaves a model
-    # without its manifest (which would block reuse with a confusing error).
-    sp = spm.SentencePieceProcessor(model_proto=proto.getvalue())
-    Vocab([sp.id_to_piece(i) for i in range(sp.get_piece_size())]).save(
-        os.path.join(model_dir, SPM_VOCAB))
-    with open(manifest_path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(dict(manifest, data_report=report), f, indent=1, ensure_ascii=False)
-    with open(model_path + ".tmp", "wb") as f:
-        f.write(proto.getvalue())
-    os.replace(manifest_path + ".tmp", manifest_path)
-    os.replace(model_path + ".tmp", model_path)
-    return model_path
-
-
-class SentencePieceCodec:
-    """A sentencepiece model applied with tensorflow-text's ``SentencepieceTokenizer``.
-
-    ``tokenize`` works on string tensors inside tf.data; ``encode``/``decode`` are
-    the batch conveniences around it. ``vocab`` is the :class:`Vocab` of pieces
-    (same ids), for sizes and id -> piece lookups.
-    """
-
-    def __init__(self, model_path):
-        import sentencepiece as spm
-        import tensorflow_text as tf_text  # registers the op kernels; heavy
-
-        self.model_path = model_path
-        with open(model_path, "rb") as f:
-            proto = f.read()
-        sp = spm.SentencePieceProcessor(model_proto=proto)
-        pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-        if tuple(pieces[:len(SPECIALS)]) != SPECIALS:
-            raise DataError(f"{model_path}: ids 0-3 are {pieces[:4]}, expected {list(SPECIALS)} "
-                            f"(train it with train_bpe)")
-        self.vocab = Vocab(pieces)
-        self.tokenizer = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
-
-    def __len__(self):
-        return len(self.vocab)
-
-    def tokenize(self, strings):
-        """String tensor [N] -> int32 RaggedTensor [N, None] of piece ids."""
-        return self.tokenizer.tokenize(strings)
-
-    def encode(self, texts, batch_size=4096):
-        """Strings -> list of int32 arrays of piece ids, tokenized in a tf.data
-        pipeline (batched calls to ``SentencepieceTokenizer``, order kept)."""
-        texts = list(texts)
-        if not texts:
-            return []
-        ds = (tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
-              .batch(batch_size)
-              .map(self.tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-              .prefetch(tf.data.AUTOTUNE))
-        out = []
-        for ragged in ds:
-            values = ragged.flat_values.numpy()
-            splits = ragged.row_splits.numpy()
-            out.extend(np.split(values, splits[1:-1]))
-        return out
-
-    def decode(self, ids_batch):
-        """Lists of ids -> strings. Each sequence is cut at the first ``</s>``;
-        ``<pad>``/``<s>`` are dropped (``<unk>`` decodes to " ⁇ ")."""
-        cleaned = [self.vocab.encode(self.vocab.decode(ids)) for ids in ids_batch]
-        if not cleaned:
-            return []
-        texts = self.tokenizer.detokenize(to_ragged(cleaned)).numpy().tolist()
-        return [t.decode("utf-8") for t in texts]
-
-    def pieces(self, text):
-        """The pieces of one string (for inspection and tests)."""
-        ids = self.tokenize(tf.constant([text])).flat_values.numpy()
-        return [self.vocab.id_to_token(int(i)) for i in ids]
+    return subwords.train_sentencepiece(model_dir, texts, vocab_size, seed=seed, report=report,
+                                        **options)
 
 
 # ---------------------------------------------------------------------------
 # Evaluation post-processing
 # ---------------------------------------------------------------------------
-
-_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
-
-
-def _pieces_to_text(pieces):
-    """sentencepiece pieces -> text: join, '▁' -> space, byte pieces -> UTF-8."""
-    out, pending = [], bytearray()
-    for p in pieces:
-        m = _BYTE_PIECE.match(p)
-        if m:
-            pending.append(int(m.group(1), 16))
-            continue
-        if pending:
-            out.append(pending.decode("utf-8", errors="replace"))
-            pending = bytearray()
-        out.append(p)
-    if pending:
-        out.append(pending.decode("utf-8", errors="replace"))
-    return "".join(out).replace(bleu_lib.SENTENCEPIECE_SPACE, " ").strip()
-
 
 def detokenize(dataset, tokens):
     """A model output (token list, or a space-separated string) -> the string BLEU
@@ -570,7 +397,7 @@ def detokenize(dataset, tokens):
         if any(t.endswith("@@") for t in tokens) and not any(
                 bleu_lib.SENTENCEPIECE_SPACE in t for t in tokens):
             return bleu_lib.remove_bpe(" ".join(tokens), "subword-nmt")
-        return _pieces_to_text(tokens)
+        return subwords.pieces_to_text(tokens)
     return " ".join(tokens)
 
 
@@ -597,7 +424,7 @@ class TranslationData:
     tgt_lang: str
     src_vocab: Vocab
     tgt_vocab: Vocab
-    codec: SentencePieceCodec | None = None
+    codec: subwords.SentencePieceCodec | None = None
     variant: str = "tok"
     report: str = ""
 
@@ -650,7 +477,7 @@ def prepare(dataset, src_lang, tgt_lang, min_count=2, max_vocab_size=None, varia
     if dataset == WMT16:
         model = train_bpe(bpe_dir or default_bpe_dir(bpe_vocab_size), bpe_vocab_size,
                           seed=seed, max_lines=bpe_max_lines)
-        codec = SentencePieceCodec(model)
+        codec = subwords.SentencePieceCodec(model)
         return TranslationData(dataset, src_lang, tgt_lang, codec.vocab, codec.vocab, codec,
                                variant, report=f"shared BPE model {model} ({len(codec)} pieces)")
     if dataset == MULTI30K:

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from acvi_tf import runs
-from acvi_tf.data import sources
+from acvi_tf.data import sources, subwords
 from acvi_tf.data import translation as tr
 from acvi_tf.data.batching import Batches
 from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab, split_tokens
@@ -278,7 +278,7 @@ class TranslationTask(Task):
         c, src, tgt = self.config, self.src, self.tgt
         bpe_dir = os.path.join(model_dir, "bpe")
         if c.dataset == "wmt16_en_ro":
-            spm_model = os.path.join(bpe_dir, tr.SPM_MODEL)
+            spm_model = os.path.join(bpe_dir, subwords.SPM_MODEL)
             if not os.path.exists(spm_model) and not is_chief():
                 # the chief copies it into model_dir; the other workers read the shared one
                 spm_model = tr.train_bpe(tr.default_bpe_dir(c.bpe_vocab_size),
@@ -288,11 +288,11 @@ class TranslationTask(Task):
                 self.log(f"training/reusing the shared BPE model in {shared} ...")
                 model = tr.train_bpe(shared, c.bpe_vocab_size, seed=0)
                 os.makedirs(bpe_dir, exist_ok=True)
-                for name in (tr.SPM_MODEL, tr.SPM_VOCAB, tr.SPM_MANIFEST):
+                for name in (subwords.SPM_MODEL, subwords.SPM_VOCAB, subwords.SPM_MANIFEST):
                     shutil.copy2(os.path.join(os.path.dirname(model), name),
                                  os.path.join(bpe_dir, name))
                     manifest.record(model_dir, os.path.join("bpe", name))
-            codec = tr.SentencePieceCodec(spm_model)
+            codec = subwords.SentencePieceCodec(spm_model)
             self.data = tr.TranslationData(
                 c.dataset, src, tgt, codec.vocab, codec.vocab, codec, c.variant,
                 report=f"shared BPE model {spm_model} ({len(codec)} pieces)")
