@@ -283,3 +283,16 @@ def test_table1_cpu_seeds_give_mean_and_std_and_the_paper_elbo_row_is_its_own():
     assert elbo[1] == "25.00" and elbo[6] == "42.71"  # ours, then the paper's ACVI quoted
     assert _row(text, "pointer-generator + ACVI + coverage")[-1] == "not run"
     assert _row(text, "ACVI, the paper's ELBO (Eq. 22 taken literally)")[1] == "0.70"  # Table 2
+
+
+def test_table5_seeds_give_mean_and_std():
+    def run(system, seed, r1):
+        argv = ["summarize.py"] + ([f"--seed={seed}"] if seed else [])
+        return _summary(system, "soft", argv=argv, command=" ".join(argv),
+                        duc2004={"rouge_1": r1, "rouge_2": 5.0, "rouge_l": 20.0,
+                                 "command": f"python -m d {seed}"})
+    text = tables.RENDER["table5"]([run("soft", 0, 22.0), run("soft", 1, 24.0),
+                                    run("acvi_paper_elbo", 0, 21.0)])
+    assert _row(text, "SA")[1:3] == ["23.00 ± 1.41 (2 seeds)", "5.00 ± 0.00 (2 seeds)"]
+    assert _row(text, "ACVI, the paper's ELBO (Eq. 22 taken literally)")[1] == "21.00"
+    assert _row(text, "ACVI")[-1] == "not run"
