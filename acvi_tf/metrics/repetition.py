@@ -61,3 +61,8 @@ def repetition_table(sentences, max_order=4, lowercase=False, count_short=True):
     sentences = list(sentences)
     return {n: 100.0 * ngram_repetition_rate(sentences, n, lowercase, count_short)
             for n in range(1, max_order + 1)}
+
+
+def format_table(table):
+    """``{n: percent}`` (keys ints, or strings as read back from JSON) -> "a / b / c / d"."""
+    return " / ".join(f"{table[k]:.2f}" for k in sorted(table, key=int))

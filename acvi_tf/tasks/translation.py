@@ -19,7 +19,7 @@ from acvi_tf.data import sources, subwords
 from acvi_tf.data import translation as tr
 from acvi_tf.data.batching import Batches
 from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab, split_tokens
-from acvi_tf.metrics import diversity
+from acvi_tf.metrics import diversity, repetition
 from acvi_tf.models import build_model
 from acvi_tf.runs import ConfigError
 from acvi_tf.tasks.base import (BatchedDecoder, Evaluator, Task, register_task,
@@ -248,10 +248,13 @@ class TranslationEvaluator(Evaluator):
             _, _, _, report = self.split(split)
             results[split] = {"bleu": bleu.score, "bleu_string": str(bleu),
                               "signature": bleu.signature, "diversity": diversity.diversity(hyps),
+                              "repetition": repetition.repetition_table(hyps),
                               "decode_file": path, "sentences": len(hyps), "data_report": report}
             print(f"{split} ({len(hyps)} sentences) {bleu}", flush=True)
             print(f"{split} diversity: {diversity.format_diversity(results[split]['diversity'])}",
                   flush=True)
+            print(f"{split} N-GRR (VRNMT Eq. 27), 1- to 4-grams: "
+                  f"{repetition.format_table(results[split]['repetition'])}", flush=True)
         return results, watch.seconds()
 
 
@@ -372,6 +375,8 @@ class TranslationTask(Task):
                 "bleu": {s: r["bleu"] for s, r in split_results.items()},
                 "diversity": {s: r["diversity"] for s, r in split_results.items()
                               if "diversity" in r},
+                "repetition": {s: r["repetition"] for s, r in split_results.items()
+                               if "repetition" in r},
                 "signature": next(iter(split_results.values()))["signature"],
                 "splits": split_results, "command": self.run.command,
                 "argv": self.run.argv, "eval_wall_time_sec": eval_seconds,
@@ -395,7 +400,9 @@ class TranslationTask(Task):
             runs.write_lines(path, hyps)
             results[split] = {"bleu": bleu.score, "bleu_string": str(bleu),
                               "signature": bleu.signature, "decode_file": path,
-                              "diversity": diversity.diversity(hyps), "sentences": len(hyps)}
+                              "diversity": diversity.diversity(hyps),
+                              "repetition": repetition.repetition_table(hyps),
+                              "sentences": len(hyps)}
             print(f"{split} copy-the-source ({len(hyps)} sentences) {bleu}", flush=True)
         return runs.finish_results(
             model_dir, self.results(results, watch.seconds(), 0, system="copy-source"), self.log)

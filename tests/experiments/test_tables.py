@@ -296,3 +296,21 @@ def test_table5_seeds_give_mean_and_std():
     assert _row(text, "SA")[1:3] == ["23.00 ± 1.41 (2 seeds)", "5.00 ± 0.00 (2 seeds)"]
     assert _row(text, "ACVI, the paper's ELBO (Eq. 22 taken literally)")[1] == "21.00"
     assert _row(text, "ACVI")[-1] == "not run"
+
+
+def test_table4_cpu_n_grr_from_results_or_recomputed_from_the_archived_decode(tmp_path):
+    """A run that recorded N-GRR shows it; an older run's is recomputed from the
+    decode_test.txt beside its results.json, as repetition_table computes it."""
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "decode_test.txt").write_text("a a a b\nthe dog the dog\n\n", encoding="utf-8")
+    base = dict(task="translate", dataset="multi30k", profile="cpu", bleu={"dev": 1.0, "test": 2.0})
+    new = _fake(system="soft", repetition={"test": {"1": 10.0, "2": 5.0, "3": 1.0, "4": 0.0}},
+                **base)
+    older = _fake(system="acvi", _path=str(old / "results.json"), **base)
+    text = tables.RENDER["table4-cpu"]([new, older])
+    assert _row(text, "Baseline (soft attention)")[4] == "10.00 / 5.00 / 1.00 / 0.00"
+    from acvi_tf.metrics import repetition
+    want = repetition.repetition_table(["a a a b", "the dog the dog", ""])
+    assert _row(text, "ACVI")[4] == " / ".join(f"{want[n]:.2f}" for n in range(1, 5))
+    assert want[1] == pytest.approx(100 * (0.5 + 0.5 + 0) / 3)  # Eq. 27 by hand

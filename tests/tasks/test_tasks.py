@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from acvi_tf import runs
 from acvi_tf.attention.acvi import floor_log_sigma_sq
+from acvi_tf.metrics import repetition
 from acvi_tf.models.seq2seq import ModelConfig
 from acvi_tf.runs import ConfigError
 from acvi_tf.tasks import TASKS, DecodeConfig, RunInfo, base, system_name
@@ -76,6 +77,11 @@ def test_translation_trains_evaluates_and_reports(tmp_path, monkeypatch):
     assert results["decode"]["beam_width"] == 2
     saved = runs.finish_results(model_dir, results)
     assert saved["wall_time_sec"] > 0 and "diversity" in saved["splits"]["test"]
+    # N-GRR (VRNMT Eq. 27) of each split's decode, as the metric computes it from the file
+    with open(saved["splits"]["test"]["decode_file"], encoding="utf-8") as f:
+        decoded = f.read().splitlines()
+    assert {int(n): v for n, v in saved["repetition"]["test"].items()} == \
+        repetition.repetition_table(decoded)
     # The trained model reloads from the run directory and decodes text.
     reloaded, step = runs.load_model(model_dir, task.build_batch())
     assert step == 3
