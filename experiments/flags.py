@@ -60,7 +60,8 @@ TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "clip_no
                "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices",
                "kl_anneal_steps", "kl_anneal", "noise_warmup_steps", "init_from")
 DECODE_FLAGS = ("beam_width", "decode_max_length", "min_length", "length_normalization",
-                "alpha", "eval_beam_width", "eval_subset", "decode_batch_size")
+                "alpha", "eval_beam_width", "eval_subset", "decode_batch_size",
+                "diversity_samples", "diversity_sources")
 
 
 class FlagError(app.UsageError):
@@ -244,6 +245,14 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                          lower_bound=0, flag_values=fv)
     flags.DEFINE_integer("decode_batch_size", 64, "Sentences per decoding batch.",
                          lower_bound=1, flag_values=fv)
+    flags.DEFINE_integer("diversity_samples", 0, "Translation evaluation: also decode the "
+                         "first --diversity_sources test sources this many times each, greedy, "
+                         "with the latent sampled (Bahuleyan et al.'s diversity protocol: "
+                         "entropy and distinct-1/2 per source, averaged; 10 in their paper). "
+                         "For ACVI, the Gaussian attention, VED and VRNMT. 0: off.",
+                         lower_bound=0, flag_values=fv)
+    flags.DEFINE_integer("diversity_sources", 100, "How many test sources "
+                         "--diversity_samples decodes.", lower_bound=1, flag_values=fv)
 
 
 def define_attention_plot_flags(flag_values=FLAGS):
@@ -554,6 +563,13 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
         raise FlagError("model_dir", f"{model_dir} holds no trained model (run_config.json "
                         f"is missing); train first")
     return saved
+
+
+def refuse_translation_only_flags(fv=FLAGS):
+    """Flags only experiments.translate reads yet, refused by the other CLIs by name."""
+    if fv.diversity_samples:
+        raise FlagError("diversity_samples", "only experiments.translate runs the sampled "
+                        "diversity protocol so far")
 
 
 def run_guarded(body, errors=(), model_dir=None, mode=None):

@@ -42,6 +42,8 @@ class DecodeConfig:
     eval_beam_width: int = 1             # validation during training (1: greedy)
     eval_subset: int = 0                 # validation decodes the first N dev examples (0: all)
     decode_batch_size: int = 64          # examples per decoding batch
+    diversity_samples: int = 0           # K sampled decodes per source (0: off), see sampled_decodes
+    diversity_sources: int = 100         # ... of the first N test sources
 
     def options(self, final=True):
         """Keyword arguments of ``model.decode`` (final decode, or validation)."""
@@ -166,17 +168,57 @@ def decode_in_batches(decode_fn, lengths, make_batch, batch_size, attention_for=
 
 
 def best_hypothesis_decoder(model, input_signature, beam_width=1, max_length=50, min_length=0,
-                            length_normalization="none", alpha=0.6):
+                            length_normalization="none", alpha=0.6, seeded=False):
     """A tf.function batch -> best hypothesis (``ids``, ``lengths``, ``score``,
-    ``attention``: :func:`acvi_tf.decoding.best_hypothesis`)."""
+    ``attention``: :func:`acvi_tf.decoding.best_hypothesis`). ``seeded``: the function
+    takes ``(batch, seed)``, the stateless seed of whatever the model samples."""
 
-    def decode(batch):
+    def decode(batch, seed=0):
         out = model.decode(batch, beam_width=beam_width, max_length=max_length,
                            min_length=min_length, length_normalization=length_normalization,
-                           alpha=alpha)
+                           alpha=alpha, seed=seed)
         return decoding.best_hypothesis(out, beam_width)
 
-    return tf.function(decode, input_signature=[input_signature])
+    signature = [input_signature] + ([tf.TensorSpec([], tf.int32)] if seeded else [])
+    return tf.function(decode, input_signature=signature)
+
+
+def sampling_components(model):
+    """The parts of ``model`` that can sample their latent at decode time (ACVI's and the
+    Gaussian attention's context, VED's and VRNMT's z): those with ``sample_at_decode``."""
+    parts = [getattr(model, "variant", None), getattr(model, "latent", None)]
+    return [p for p in parts if p is not None and hasattr(p, "sample_at_decode")]
+
+
+def sampled_decodes(model, input_signature, lengths, make_batch, samples, batch_size=64,
+                    max_length=50):
+    """Bahuleyan et al.'s diversity protocol (their Table 2): ``samples`` greedy decodes of
+    each item, each with the latent drawn afresh (``sample_at_decode`` switched on for the
+    trace, a different stateless seed per sample). Returns one list of ``samples`` id
+    lists per item. A model with nothing to sample is refused: its K decodes would be
+    one decode K times."""
+    parts = sampling_components(model)
+    if not parts:
+        raise RunError(f"--diversity_samples: {system_name(model.config)} samples nothing at "
+                       f"decode time (it has no stochastic latent or context); the protocol "
+                       f"is for ACVI, the Gaussian attention, VED and VRNMT")
+    before = [p.sample_at_decode for p in parts]
+    try:
+        for p in parts:
+            p.sample_at_decode = True  # read when the decoder is traced, below
+        decode = best_hypothesis_decoder(model, input_signature, beam_width=1,
+                                         max_length=max_length, seeded=True)
+        groups = [[] for _ in lengths]
+        for k in range(samples):
+            seed = tf.constant(k + 1, tf.int32)
+            hyp_ids, _ = decode_in_batches(lambda batch: decode(batch, seed), lengths,
+                                           make_batch, batch_size)
+            for group, ids in zip(groups, hyp_ids):
+                group.append(ids)
+        return groups
+    finally:
+        for p, b in zip(parts, before):
+            p.sample_at_decode = b
 
 
 class BatchedDecoder:

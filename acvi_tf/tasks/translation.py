@@ -22,7 +22,7 @@ from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab, split_toke
 from acvi_tf.metrics import diversity, repetition
 from acvi_tf.models import build_model
 from acvi_tf.runs import ConfigError
-from acvi_tf.tasks.base import (BatchedDecoder, Evaluator, Task, register_task,
+from acvi_tf.tasks.base import (BatchedDecoder, Evaluator, Task, register_task, sampled_decodes,
                                 resumable_train_data, system_name, write_attention_plots)
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
@@ -123,6 +123,17 @@ def make_train_data(batches, pad_multiple=0):
     return resumable_train_data(batches.iterator, lambda b: pad_to_multiple(b, pad_multiple))
 
 
+def source_batches(src_ids):
+    """``make_batch(indices)`` of :func:`acvi_tf.tasks.base.decode_in_batches`: those
+    source id lists, padded with 0 to the longest of them."""
+    def make_batch(idx):
+        src = np.zeros([len(idx), max(len(src_ids[i]) for i in idx)], np.int32)
+        for row, i in enumerate(idx):
+            src[row, :len(src_ids[i])] = src_ids[i]
+        return {"src": src}
+    return make_batch
+
+
 class Translator:
     """Batched decoding of id sequences with one set of search settings.
 
@@ -144,15 +155,8 @@ class Translator:
 
     def translate(self, src_ids, attention_for=()):
         lengths = [len(s) for s in src_ids]
-
-        def make_batch(idx):
-            src = np.zeros([len(idx), max(lengths[i] for i in idx)], np.int32)
-            for row, i in enumerate(idx):
-                src[row, :lengths[i]] = src_ids[i]
-            return {"src": src}
-
-        hyp_ids, attention = self._decoder.decode(self.model, self.opts, lengths, make_batch,
-                                                  attention_for)
+        hyp_ids, attention = self._decoder.decode(self.model, self.opts, lengths,
+                                                  source_batches(src_ids), attention_for)
         return self.data.decode_batch(hyp_ids), hyp_ids, attention
 
 
@@ -255,7 +259,25 @@ class TranslationEvaluator(Evaluator):
                   flush=True)
             print(f"{split} N-GRR (VRNMT Eq. 27), 1- to 4-grams: "
                   f"{repetition.format_table(results[split]['repetition'])}", flush=True)
+        if self.decode.diversity_samples:
+            results["test"]["sampled_diversity"] = scores = self.sampled_diversity(model, "test")
+            print(f"test diversity of {scores['samples']} sampled decodes per source "
+                  f"(first {scores['groups']} sources, Bahuleyan et al.'s protocol): "
+                  f"{diversity.format_diversity(scores)}", flush=True)
         return results, watch.seconds()
+
+    def sampled_diversity(self, model, split):
+        """Bahuleyan et al.'s diversity protocol on the first ``diversity_sources`` sources
+        of ``split``: ``diversity_samples`` greedy decodes each, the latent sampled
+        (:func:`acvi_tf.tasks.base.sampled_decodes`), entropy and distinct-1/2 per source,
+        averaged (:func:`acvi_tf.metrics.diversity.per_source_diversity`)."""
+        src_ids = self.split(split)[0][:self.decode.diversity_sources]
+        groups = sampled_decodes(model, Translator.SIGNATURE, [len(s) for s in src_ids],
+                                 source_batches(src_ids),
+                                 self.decode.diversity_samples, self.decode.decode_batch_size,
+                                 self.decode.decode_max_length)
+        scores = diversity.per_source_diversity([self.data.decode_batch(g) for g in groups])
+        return dict(scores, samples=self.decode.diversity_samples)
 
 
 @register_task("translate")

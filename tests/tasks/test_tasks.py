@@ -7,18 +7,21 @@ the setting (the CLIs turn them into flag errors)."""
 import dataclasses
 import os
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from acvi_tf import runs
 from acvi_tf.attention.acvi import floor_log_sigma_sq
-from acvi_tf.metrics import repetition
+from acvi_tf.metrics import diversity, repetition
+from acvi_tf.models import build_model
 from acvi_tf.models.seq2seq import ModelConfig
-from acvi_tf.runs import ConfigError
+from acvi_tf.runs import ConfigError, RunError
 from acvi_tf.tasks import TASKS, DecodeConfig, RunInfo, base, system_name
 from acvi_tf.tasks.captioning import CaptioningConfig, CaptioningTask
-from acvi_tf.tasks.translation import TranslationConfig, TranslationTask
+from acvi_tf.tasks.translation import (TranslationConfig, TranslationTask, Translator,
+                                      source_batches)
 from acvi_tf.training.trainer import TrainConfig
 from tests.experiments.test_caption import _write_mirror as _write_msvd
 from tests.experiments.test_translate import _write_mirror as _write_multi30k
@@ -157,3 +160,40 @@ def test_summarization_phases_coverage_and_lead3(tmp_path, monkeypatch):
     assert {"rouge_1", "rouge_2", "rouge_l"} <= set(results["rouge"])
     lead = task.lead3(str(tmp_path / "lead3"))
     assert lead["system"] == "lead-3" and lead["head"] is None
+
+
+def test_sampled_diversity_protocol_draws_k_decodes_per_source(tmp_path, monkeypatch):
+    """--diversity_samples: K greedy decodes per source with ACVI's context sampled (each
+    with its own seed, so they differ), scored per source and averaged exactly as
+    per_source_diversity scores the same groups; the model's decoding is left as it was,
+    and soft attention, which samples nothing, is refused."""
+    monkeypatch.setenv("ACVI_DATA_MIRROR", _write_multi30k(str(tmp_path / "mirror")))
+    monkeypatch.setenv("ACVI_DATA_DIR", str(tmp_path / "data"))
+    decode = dataclasses.replace(DECODE, diversity_samples=4, diversity_sources=3)
+    task = TranslationTask(TranslationConfig(dataset="multi30k", min_count=1, batch_size=8,
+                                             max_eval_lines=6), decode, RUN, log=lambda m: None)
+    task.load_data(str(tmp_path / "run"))
+    def built(attention):
+        keras.utils.set_random_seed(0)
+        model = build_model(task.model_config(ModelConfig(attention=attention, **TINY)))
+        model.build_for_checkpoint({k: tf.convert_to_tensor(v)
+                                    for k, v in task.build_batch().items()})
+        return model
+    model = built("acvi")
+    evaluator = task.evaluator()
+    src_ids = evaluator.split("test")[0][:3]
+    groups = base.sampled_decodes(model, Translator.SIGNATURE, [len(s) for s in src_ids],
+                                  source_batches(src_ids), 4, max_length=8)
+    assert [len(g) for g in groups] == [4, 4, 4]
+    assert any(len({tuple(ids) for ids in g}) > 1 for g in groups), groups  # sampled
+    assert model.variant.sample_at_decode is False  # switched back
+    scores = evaluator.sampled_diversity(model, "test")
+    want = diversity.per_source_diversity([task.data.decode_batch(g) for g in groups])
+    assert scores["groups"] == 3 and scores["samples"] == 4
+    for k in ("entropy", "distinct_1", "distinct_2", "tokens"):
+        assert scores[k] == pytest.approx(want[k])  # the same seeds give the same samples
+    splits, _ = evaluator.evaluate(model, 0, str(tmp_path / "run"))  # --diversity_samples=4
+    assert splits["test"]["sampled_diversity"] == scores
+    soft = built("soft")
+    with pytest.raises(RunError, match="--diversity_samples: soft samples nothing"):
+        evaluator.sampled_diversity(soft, "test")
