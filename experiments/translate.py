@@ -18,7 +18,8 @@ whitespace tokens of the decoded corpus: :mod:`acvi_tf.metrics.diversity`);
 stdout; input in the dataset's form: Moses-tokenized for IWSLT/Multi30k ``tok``,
 raw text for WMT); ``export`` (a SavedModel of the trained model in
 ``--export_dir``: source text in, translations and scores out, tokenization and
-beam search in the graph; :mod:`acvi_tf.export.translation`); ``copy_baseline`` (the source sentence as the translation).
+beam search in the graph; :mod:`acvi_tf.export.translation`); ``copy_baseline``
+(the source sentence as the translation).
 
 Everything a run needs to be rebuilt lives in ``--model_dir``: ``model_config.json``,
 ``run_config.json`` (the resolved flags), the vocabularies (``vocab.<lang>.txt``)

@@ -42,7 +42,7 @@ class DecodeConfig:
     eval_beam_width: int = 1             # validation during training (1: greedy)
     eval_subset: int = 0                 # validation decodes the first N dev examples (0: all)
     decode_batch_size: int = 64          # examples per decoding batch
-    diversity_samples: int = 0           # K sampled decodes per source (0: off), see sampled_decodes
+    diversity_samples: int = 0           # K sampled decodes per source (0: off)
     diversity_sources: int = 100         # ... of the first N test sources
 
     def options(self, final=True):

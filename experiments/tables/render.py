@@ -52,15 +52,20 @@ def seed_of(r):
     return seed
 
 
-def seed_runs(results, system, profile=None):
-    """The runs of one table row, one per seed (the first found of each seed), by seed.
-    Runs of the same system, profile and seed ran the same flagfile, so a second copy
-    (e.g. the study's archive beside ``--runs_root``) adds nothing."""
+def first_per_seed(items, run=lambda item: item):
+    """The first of ``items`` of each seed (``seed_of(run(item))``), by seed. Runs of the
+    same row, profile and seed ran the same flagfile, so a second copy (e.g. the study's
+    archive beside ``--runs_root``) adds nothing."""
     by_seed = {}
-    for r in results:
-        if r["system"] == system and (profile is None or r["profile"] == profile):
-            by_seed.setdefault(seed_of(r), r)
+    for item in items:
+        by_seed.setdefault(seed_of(run(item)), item)
     return [by_seed[s] for s in sorted(by_seed)]
+
+
+def seed_runs(results, system, profile=None):
+    """The runs of one table row, one per seed (:func:`first_per_seed`)."""
+    return first_per_seed(r for r in results
+                          if r["system"] == system and (profile is None or r["profile"] == profile))
 
 
 def mean_std(values):

@@ -2,7 +2,7 @@
 and the lead-3 baseline."""
 
 from experiments.tables.render import (SYSTEM_NAMES, Footnotes, markdown_table, not_run,
-                                       profile_label, seed_of, seeds_cell)
+                                       first_per_seed, profile_label, seeds_cell)
 from experiments.tables.spec import Table
 
 # Table 1 (ROUGE-1, -2, -L F1; METEOR exact, full), the rows we can produce, keyed
@@ -87,14 +87,6 @@ def _match(key, want):
     return key[:3] == want[:3] and (want[3] is None or key[3] == want[3])
 
 
-def _by_seed(hits):
-    """The first hit of each seed (a run archived twice counts once), by seed."""
-    seen = {}
-    for hit in hits:
-        seen.setdefault(seed_of(hit[-1]), hit)
-    return [seen[k] for k in sorted(seen)]
-
-
 def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail",
            paper_rows=PAPER_TABLE1, table2_systems=tuple(PAPER_TABLE2)):
     """Table 1's rows; ROUGE F1 and METEOR of our runs by profile (mean ± std where a row
@@ -111,10 +103,10 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail",
     for key, name, paper in paper_rows:
         row, refs = [name], []
         for p in profiles:
-            hits = _by_seed([(s, r) for k, s, r in rows_ours if _match(k, key)
-                             and (r["profile"] == p or r["system"] == "lead-3")])
-            if key[0] == "lead-3":
-                hits = hits[:1]
+            # (scores, run) per seed; a coverage run's scores before coverage are its own
+            hits = first_per_seed([(s, r) for k, s, r in rows_ours if _match(k, key)
+                                   and (r["profile"] == p or r["system"] == "lead-3")],
+                                  run=lambda hit: hit[1])
             if not hits:
                 row += [None] * len(metrics)
                 continue
@@ -132,13 +124,13 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail",
     table2_rows = []
     for system in table2_systems:
         nw, oov = PAPER_TABLE2["acvi" if system == "acvi_paper_elbo" else system]
-        mine = _by_seed([(None, x) for x in results if x["system"] != "lead-3"
-                         and _summary_system(x) == system
-                         and x.get("head") == "pointer" and x.get("novelty")])
-        ours = [seeds_cell([r["novelty"][k] for _, r in mine])
+        mine = first_per_seed(x for x in results if x["system"] != "lead-3"
+                              and _summary_system(x) == system
+                              and x.get("head") == "pointer" and x.get("novelty"))
+        ours = [seeds_cell([r["novelty"][k] for r in mine])
                 for k in ("novel_word_percent", "oov_adoption_percent")]
         table2_rows.append([SYSTEM_NAMES.get(system, system)] + ours + [nw, oov, " ".join(
-            notes.add(dict(r, partial_eval=False, splits={})) for _, r in mine)
+            notes.add(dict(r, partial_eval=False, splits={})) for r in mine)
             or not_run(system)])
     text = [
         f"# {title}",

@@ -121,7 +121,7 @@ def table4(results):
     return "\n".join(text + _runs_and_signatures(notes, results))
 
 
-def test_repetition(r):
+def repetition_of_test(r):
     """VRNMT's N-GRR (Eq. 27) of a run's test decode, ``{n: percent}``: from its
     results.json, or for a run scored before it was recorded, recomputed from the
     ``decode_test.txt`` beside that results.json (None if neither exists)."""
@@ -137,7 +137,7 @@ def test_repetition(r):
 
 def repetition_cell(runs):
     """1- to 4-gram N-GRR of the runs' test decodes, each the mean over the runs."""
-    tables = [t for t in (test_repetition(r) for r in runs) if t]
+    tables = [t for t in (repetition_of_test(r) for r in runs) if t]
     if not tables:
         return None
     return " / ".join(f"{mean_std([t[n] for t in tables])[0]:.2f}" for n in range(1, 5))

@@ -4,26 +4,13 @@ process that never imports acvi_tf, it gives exactly the captions of the CLI's
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from acvi_tf.data import video_features as vf
 from tests.experiments.test_caption import SMOKE, _cli, _write_mirror
-
-# Outside the repository, with no PYTHONPATH: only TensorFlow is importable there.
-LOADER = r"""
-import json, sys
-import numpy as np
-import tensorflow as tf
-model = tf.saved_model.load(sys.argv[1])
-features = tf.constant(np.load(sys.argv[2]))
-out = model.signatures["serving_default"](features=features)
-assert not [m for m in sys.modules if m.startswith("acvi_tf")], "acvi_tf was imported"
-print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}, default=bytes.decode))
-"""
+from tests.export.serving import run_env, serve_in_fresh_process
 
 CLIPS = ["vid5", "vid17", "vid1371", "vid42", "vid999", "vid1300"]
 
@@ -31,19 +18,15 @@ CLIPS = ["vid5", "vid17", "vid1371", "vid42", "vid999", "vid1300"]
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("export_caption")
-    mirror = _write_mirror(str(root / "mirror"))
-    env = dict(os.environ, ACVI_DATA_MIRROR=mirror, ACVI_DATA_DIR=str(root / "data"),
-               TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.getcwd())
+    env = run_env(root, _write_mirror)
     model_dir = str(root / "run")
     r = _cli(SMOKE + ["--attention=acvi", "--attention_option=kl_weight=0.0001",
                       "--gumbel_fraction=0", f"--model_dir={model_dir}", "--mode=train",
                       "--train_steps=60", "--eval_every=60", "--checkpoint_every=60"], env)
     assert r.returncode == 0, r.stderr[-3000:]
     # The synthetic store the run was trained on, as the CLI reads it for these clips.
-    features = vf.SyntheticFeatures(warn=False).get_batch(CLIPS)
-    path = str(root / "features.npy")
-    np.save(path, features.astype(np.float32))
-    return root, env, model_dir, path
+    features = vf.SyntheticFeatures(warn=False).get_batch(CLIPS).astype(np.float32)
+    return root, env, model_dir, features
 
 
 @pytest.mark.parametrize("beam_width", [1, 2])
@@ -64,12 +47,7 @@ def test_the_export_captions_exactly_as_the_cli_decodes(trained, beam_width):
     cli = [caption for _, caption in rows]
     assert all(len(c.split()) >= 3 for c in cli), cli
 
-    env_fresh = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env_fresh["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    p = subprocess.run([sys.executable, "-c", LOADER, export_dir, features], cwd=str(root),
-                       env=env_fresh, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    served = json.loads(p.stdout.strip().splitlines()[-1])
+    served = serve_in_fresh_process(export_dir, str(root), features=features)
     assert served["caption"] == cli
     assert all(s < 0 for s in served["score"])
 

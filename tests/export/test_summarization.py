@@ -2,7 +2,6 @@
 equals the Python one, and the export, loaded in a process that never imports acvi_tf,
 gives exactly the CLI's --mode=decode summaries (copied article OOVs, empty lines)."""
 
-import os
 
 import pytest
 import tensorflow as tf
@@ -11,7 +10,7 @@ from acvi_tf.data import cnndm
 from acvi_tf.data.vocab import Vocab
 from acvi_tf.export import base, summarization
 from tests.experiments.test_summarize import _cli, _test_articles, _write_mirror
-from tests.export.test_translation import _load_in_fresh_process
+from tests.export.serving import run_env, serve_in_fresh_process
 
 
 def test_article_oov_ids_match_see_et_al_article2ids():
@@ -37,9 +36,7 @@ def test_article_oov_ids_match_see_et_al_article2ids():
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("export_summ")
-    mirror = _write_mirror(str(root / "mirror"))
-    return dict(os.environ, ACVI_DATA_MIRROR=mirror, ACVI_DATA_DIR=str(root / "data"),
-                TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.getcwd()), root
+    return run_env(root, _write_mirror), root
 
 
 def test_the_export_summarizes_exactly_as_the_cli_decodes(env):
@@ -61,7 +58,7 @@ def test_the_export_summarizes_exactly_as_the_cli_decodes(env):
     cli = r.stdout.split("\n")[:-1]
     assert len(cli) == len(lines) and cli[1] == ""
 
-    served = _load_in_fresh_process(export_dir, lines, str(root))
+    served = serve_in_fresh_process(export_dir, str(root), text=lines)
     assert served["summary"] == cli
     assert served["score"][1] == 0.0
     copied = {w for s in cli for w in s.split()} & {"zorblat", "quixby", "mervane", "tollund",

@@ -11,28 +11,16 @@ import sys
 import pytest
 
 from tests.experiments.test_translate import _cli, _write_mirror
+from tests.export.serving import run_env, serve_in_fresh_process
 
 LINES = ["a man runs on the grass .", "", "zzz qqq xyzzy", "a dog   plays\twith a red ball .",
          "a", "the child jumps in the snow with a blue ball and a cat sits on the grass ."]
-
-# Runs outside the repository, with no PYTHONPATH: only TensorFlow is importable there
-# (unless acvi_tf is pip-installed, which is why sys.modules is checked too).
-LOADER = r"""
-import json, sys
-import tensorflow as tf
-model = tf.saved_model.load(sys.argv[1])
-out = model.signatures["serving_default"](text=tf.constant(json.loads(sys.argv[2])))
-assert not [m for m in sys.modules if m.startswith("acvi_tf")], "acvi_tf was imported"
-print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}, default=bytes.decode))
-"""
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("export")
-    mirror = _write_mirror(str(root / "mirror"))
-    env = dict(os.environ, ACVI_DATA_MIRROR=mirror, ACVI_DATA_DIR=str(root / "data"),
-               TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.getcwd())
+    env = run_env(root, _write_mirror)
     model_dir = str(root / "run")
     # ACVI as the tables run it, trained until the translations differ from line to line.
     r = _cli(["--profile=smoke", "--attention=acvi", "--attention_option=kl_weight=0.0001",
@@ -42,15 +30,6 @@ def trained(tmp_path_factory):
     src = root / "input.en"
     src.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
     return root, env, model_dir, str(src)
-
-
-def _load_in_fresh_process(export_dir, lines, cwd):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    r = subprocess.run([sys.executable, "-c", LOADER, export_dir, json.dumps(lines)], cwd=cwd,
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("beam_width", [1, 2])
@@ -67,7 +46,7 @@ def test_the_export_translates_text_exactly_as_the_cli_decodes(trained, beam_wid
     assert len(cli) == len(LINES) and cli[1] == ""
     assert len(set(cli) - {""}) > 1, cli  # a model that says one thing would prove little
 
-    served = _load_in_fresh_process(export_dir, LINES, str(root))
+    served = serve_in_fresh_process(export_dir, str(root), text=LINES)
     assert served["translation"] == cli
     assert served["score"][1] == 0.0  # the empty line
     assert all(s < 0 for i, s in enumerate(served["score"]) if i != 1)
