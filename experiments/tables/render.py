@@ -40,9 +40,12 @@ def find_results(paths, task="translate", key="bleu"):
 
 
 def seed_of(r):
-    """The run's ``--seed`` (its last occurrence in the recorded argv or command; 0, the
-    flag's default, when absent)."""
-    argv = r.get("argv") or r.get("command", "").split()
+    """The run's ``--seed``: its last occurrence in the command that trained the model
+    (``train_command``; a later ``--mode=eval`` records its own ``command`` and ``argv``,
+    which need not repeat the seed), else in the recorded argv or command; 0, the flag's
+    default, when absent."""
+    argv = (r.get("train_command") or "").split() or r.get("argv") or \
+        r.get("command", "").split()
     seed = 0
     for i, a in enumerate(argv):
         if a.startswith("--seed="):

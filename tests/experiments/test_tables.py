@@ -314,3 +314,13 @@ def test_table4_cpu_n_grr_from_results_or_recomputed_from_the_archived_decode(tm
     want = repetition.repetition_table(["a a a b", "the dog the dog", ""])
     assert _row(text, "ACVI")[4] == " / ".join(f"{want[n]:.2f}" for n in range(1, 5))
     assert want[1] == pytest.approx(100 * (0.5 + 0.5 + 0) / 3)  # Eq. 27 by hand
+
+
+def test_the_seed_is_the_training_commands_not_a_later_evals():
+    """--mode=eval rewrites command/argv without --seed; the row keeps the trained seed."""
+    evaluated = {"system": "acvi", "argv": ["translate.py", "--mode=eval", "--model_dir=x"],
+                 "command": "python -m t --mode=eval --model_dir=x",
+                 "train_command": "python -m t --flagfile=f --model_dir=x --seed=2"}
+    assert tables.render.seed_of(evaluated) == 2
+    assert tables.render.seed_of({"argv": ["t.py", "--seed", "3"]}) == 3
+    assert tables.render.seed_of({"command": "python -m t"}) == 0
