@@ -3,8 +3,6 @@ features), its stops when no real features exist, and the Table 3 rendering."""
 
 import json
 import os
-import subprocess
-import sys
 import types
 
 import numpy as np
@@ -14,6 +12,7 @@ from absl import flags
 from acvi_tf.tasks import captioning as caption_task
 from experiments import caption, tables
 from experiments import flags as xflags
+from tests import cli
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SUBJECTS = ["a man", "a woman", "a cat", "a dog"]
 _ACTIONS = ["is cooking", "is dancing", "is playing a guitar", "is running"]
@@ -45,8 +44,7 @@ def env(mirror, tmp_path):
 
 
 def _cli(args, env, stdin=None):
-    return subprocess.run([sys.executable, "-m", "experiments.caption"] + args, env=env,
-                          cwd=REPO, capture_output=True, text=True, input=stdin, timeout=900)
+    return cli.run("experiments.caption", args, env=env, input=stdin)
 
 
 SMOKE = ["--profile=smoke", "--synthetic_features", "--max_eval_clips=6"]

@@ -4,8 +4,6 @@ the phase-following training stream, lead-3, its flag errors and the Tables 1/2/
 import json
 import os
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ import pytest
 from acvi_tf.tasks import summarization as summarize_task
 from experiments import summarize, tables
 from tests.data.test_cnndm import _record, _write_bin
+from tests import cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -60,8 +59,7 @@ def env(tmp_path_factory):
 
 
 def _cli(args, env, stdin=None):
-    return subprocess.run([sys.executable, "-m", summarize.MODULE] + args, env=env, cwd=REPO,
-                          capture_output=True, text=True, input=stdin, timeout=900)
+    return cli.run(summarize.MODULE, args, env=env, input=stdin)
 
 
 def _test_articles(env):

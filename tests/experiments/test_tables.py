@@ -13,6 +13,7 @@ from experiments.tables import table1_summarization  # noqa: F401  (tables.table
 from tests.experiments.test_flagfiles import cli_for, parse
 from experiments import flags as xflags
 from acvi_tf.tasks.base import system_name, system_names
+from tests import cli
 
 
 def _settings(flagfile, extra=()):
@@ -200,16 +201,13 @@ def test_only_runs_the_named_runs_and_refuses_unknown_names(tmp_path, monkeypatc
     monkeypatch.setenv("ACVI_DATA_MIRROR", str(empty))
     monkeypatch.setenv("ACVI_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
-    import subprocess
-    import sys
     repo = os.path.dirname(os.path.dirname(tables.CONFIG_DIR))
     for table, only, expected in [("table1-cpu", "lead3,pg_acvi", ["lead3", "pg_acvi"]),
                                   ("table5", "pg_soft", ["pg_soft"])]:
         # As `make` runs it: `python -m` makes tables.py __main__, a second copy of the module.
-        r = subprocess.run([sys.executable, "-m", "experiments.tables", "run", table, "--only",
-                            only, "--runs_root", "runs", "--out", "t.md", "--dry_run"],
-                           capture_output=True, text=True, timeout=300,
-                           env=dict(os.environ, PYTHONPATH=repo))
+        r = cli.run("experiments.tables", ["run", table, "--only", only, "--runs_root", "runs",
+                                           "--out", "t.md", "--dry_run"],
+                    env=dict(os.environ, PYTHONPATH=repo), cwd=str(tmp_path), timeout=300)
         lines = [l for l in r.stdout.split("\n") if "[to run]" in l]
         assert [l.split("runs/")[-1] for l in lines] == expected, r.stdout + r.stderr
     with pytest.raises(SystemExit):

@@ -5,14 +5,13 @@ import glob
 import json
 import os
 import random
-import subprocess
-import sys
 
 import pytest
 from absl import flags
 
 from experiments import tables, translate
 from experiments import flags as xflags
+from tests import cli
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _EN_DE = {"a": "ein", "man": "mann", "woman": "frau", "dog": "hund", "cat": "katze",
@@ -53,8 +52,7 @@ def env(tmp_path):
 
 
 def _cli(args, env, stdin=None, module="experiments.translate"):
-    return subprocess.run([sys.executable, "-m", module] + args, env=env, cwd=REPO,
-                          capture_output=True, text=True, input=stdin, timeout=600)
+    return cli.run(module, args, env=env, input=stdin, timeout=600)
 
 
 def _event_tags(model_dir):

@@ -5,8 +5,6 @@ directory, a data file that is a directory, a truncated checkpoint."""
 import glob
 import io
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,14 +14,14 @@ from acvi_tf.models.seq2seq import Seq2Seq
 from acvi_tf.tasks.base import read_lines
 from tests.experiments.test_translate import _write_mirror
 from tests.training.test_trainer import _cfg, _trainer
+from tests import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _cli(args, env=None, module="experiments.translate"):
-    return subprocess.run([sys.executable, "-m", module] + args, cwd=ROOT, capture_output=True,
-                          text=True, timeout=600,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {})))
+    return cli.run(module, args, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {})),
+                   timeout=600)
 
 
 @pytest.mark.parametrize("flag,message", [

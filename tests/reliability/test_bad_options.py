@@ -2,12 +2,11 @@
 and decode files keep an empty last hypothesis (defect 6)."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 
 from acvi_tf import runs
+from tests import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -16,10 +15,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
                                             ("temperature=0", "temperature")])
 def test_bad_acvi_option_value_writes_nothing(tmp_path, option, message):
     model_dir = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "experiments.translate", "--profile=smoke",
-                        f"--model_dir={model_dir}", "--attention=acvi",
-                        f"--attention_option={option}"], capture_output=True, text=True,
-                       cwd=ROOT)
+    r = cli.run("experiments.translate", ["--profile=smoke", f"--model_dir={model_dir}",
+                                          "--attention=acvi", f"--attention_option={option}"])
     assert r.returncode != 0
     assert "attention_option" in r.stderr and message in r.stderr
     assert "Traceback" not in r.stderr

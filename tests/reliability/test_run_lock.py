@@ -8,6 +8,7 @@ import time
 import pytest
 
 from acvi_tf.runs import LOCK_FILE, RunError, locked_run_dir
+from tests import cli
 
 HOLD = """
 import sys, time
@@ -43,10 +44,8 @@ def test_second_cli_run_is_refused_and_writes_nothing(tmp_path):
     try:
         before = sorted(os.listdir(tmp_path / "run"))
         t0 = time.time()
-        r = subprocess.run([sys.executable, "-m", "experiments.translate", "--profile=smoke",
-                            f"--model_dir={tmp_path / 'run'}", "--mode=train"],
-                           capture_output=True, text=True,
-                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+        r = cli.run("experiments.translate", ["--profile=smoke",
+                                              f"--model_dir={tmp_path / 'run'}", "--mode=train"])
         assert r.returncode != 0
         assert f"in use by another run (pid {proc.pid})" in r.stderr
         assert "Traceback" not in r.stderr

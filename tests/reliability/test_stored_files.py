@@ -4,8 +4,6 @@ in one line naming the file, before anything is read or written."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -13,6 +11,7 @@ from acvi_tf import runs
 from acvi_tf.data.vocab import Vocab
 from acvi_tf.utils import manifest
 from tests.experiments.test_translate import _write_mirror
+from tests import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -60,9 +59,8 @@ def test_garbled_json_without_a_manifest_is_a_run_error_naming_it(tmp_path):
 
 
 def _cli(args, env=None):
-    return subprocess.run([sys.executable, "-m", "experiments.translate"] + args, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {})))
+    return cli.run("experiments.translate", args,
+                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {})), timeout=600)
 
 
 @pytest.mark.parametrize("mode", ["decode", "train"])

@@ -1,0 +1,115 @@
+"""Running a CLI (``python -m experiments.X ...``) from a test, without paying for the
+TensorFlow import each time.
+
+A CLI run in a subprocess spends about 5 CPU-seconds importing TensorFlow, Keras and
+TensorFlow Probability before it reads its first flag; the end-to-end tests make over
+a hundred such runs. :func:`run` gives the same thing for less: each call is a fresh
+process, forked from a multiprocessing fork server that imported those libraries once
+(and ran no TensorFlow op, so the fork carries no runtime state). In the child the
+CLI module runs as ``__main__`` exactly as ``python -m`` runs it, with the caller's
+argv, environment, working directory and stdin, and its stdout and stderr (file
+descriptors 1 and 2, so TensorFlow's own logging too) are captured. The result is a
+:class:`subprocess.CompletedProcess`, as ``subprocess.run(..., capture_output=True,
+text=True)`` returns it.
+
+Tests that must prove something about a genuinely new interpreter (the SavedModel
+served where acvi_tf cannot be imported, several TF_CONFIG workers) still use
+:mod:`subprocess`.
+"""
+
+import atexit
+import multiprocessing
+import os
+import runpy
+import subprocess
+import sys
+import tempfile
+import traceback
+import types
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Imported once in the fork server. No acvi_tf or experiments module: the CLI must
+# import its own code in the child, as `python -m` does (and define its flags once).
+PRELOAD = ["numpy", "tensorflow", "keras", "tensorflow_probability", "sacrebleu"]
+
+_context = None
+
+
+def _fork_context():
+    global _context
+    if _context is None:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # read once, at TF's import
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(PRELOAD)
+    return _context
+
+
+def _exit_code(code):
+    """What the interpreter does with ``SystemExit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _child(module, args, env, cwd, stdin_path, out_path, err_path):
+    """Runs in the forked child: ``python -m module *args`` with fds 0-2 redirected."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    for fd, path, mode in ((0, stdin_path, os.O_RDONLY),
+                           (1, out_path, os.O_WRONLY | os.O_TRUNC),
+                           (2, err_path, os.O_WRONLY | os.O_TRUNC)):
+        handle = os.open(path, mode)
+        os.dup2(handle, fd)
+        os.close(handle)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", closefd=False, buffering=1)
+    sys.path[:0] = [cwd] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.argv = [module] + list(args)
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as e:
+        code = _exit_code(e.code)
+    except BaseException:  # noqa: BLE001  (an uncaught error: traceback and exit 1)
+        traceback.print_exc()
+        code = 1
+    try:
+        atexit._run_exitfuncs()  # the interpreter's exit, which os._exit below skips
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def run(module, args, env=None, cwd=REPO, input=None, timeout=900):
+    """``subprocess.run([python, "-m", module, *args], env=env, cwd=cwd, input=input,
+    capture_output=True, text=True, timeout=timeout)``, in a process forked from the
+    preloaded fork server."""
+    env = dict(os.environ if env is None else env)
+    with tempfile.TemporaryDirectory(prefix="cli_") as tmp:
+        paths = [os.path.join(tmp, name) for name in ("stdin", "stdout", "stderr")]
+        for path, text in zip(paths, (input or "", "", "")):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        proc = _fork_context().Process(target=_child,
+                                       args=(module, list(args), env, cwd, *paths))
+        # multiprocessing would re-run the caller's __main__ (a script, pytest) in the
+        # child to "prepare" it; the child needs nothing of it.
+        main, sys.modules["__main__"] = sys.modules["__main__"], types.ModuleType("__main__")
+        try:
+            proc.start()
+        finally:
+            sys.modules["__main__"] = main
+        proc.join(timeout)
+        if proc.exitcode is None:
+            proc.kill()
+            proc.join()
+            raise subprocess.TimeoutExpired([module] + list(args), timeout)
+        out, err = (open(p, encoding="utf-8").read() for p in paths[1:])
+    return subprocess.CompletedProcess(["python", "-m", module] + list(args),
+                                       proc.exitcode, out, err)
