@@ -87,8 +87,8 @@ PROFILES = {
         attention_units=16, head_units=16, dropout=0.1, score="additive", optimizer="adam",
         learning_rate=1e-2, lr_decay="none", clip_norm=5.0, train_steps=6, batch_size=8,
         max_length=20, overlong="filter", beam_width=2, decode_max_length=12,
-        length_normalization="none", eval_every=3, eval_subset=8, eval_beam_width=1,
-        checkpoint_every=3, log_every=2, min_count=1, progress=False,
+        length_normalization="none", eval_every=6, eval_subset=8, eval_beam_width=1,
+        checkpoint_every=3, log_every=2, min_count=1, progress=False, meteor=False,
         allow_partial_data=True, decode_batch_size=64),
 }
 
@@ -97,7 +97,7 @@ DATA_FLAGS = ("split_scheme", "caption_source", "min_count", "max_vocab_size", "
 # Saved with the run; eval/decode default to the saved values but may point elsewhere
 # (a moved feature store).
 FEATURE_FLAGS = ("features", "synthetic_features")
-RUN_FLAGS = ("max_eval_clips", "allow_partial_data")
+RUN_FLAGS = ("max_eval_clips", "allow_partial_data", "meteor")
 
 def define_flags(fv=FLAGS):
     """The shared flags (experiments.flags) and the captioning flags, in ``fv``.
@@ -130,6 +130,8 @@ def define_flags(fv=FLAGS):
     flags.DEFINE_integer("max_eval_clips", None, "Evaluate on the first N val/test clips "
                          "only (quick runs; results say so, and CIDEr-D on a subset is not "
                          "comparable with the split's).", lower_bound=1, **kw)
+    flags.DEFINE_bool("meteor", True, "Score METEOR 1.5 too (when java is present); its jar "
+                      "takes ~15 s to start, so the smoke profile skips it.", **kw)
     flags.DEFINE_string("input", None, "--mode=decode: file of clip ids (vidN), one per "
                         "line (default: stdin).", **kw)
     flags.DEFINE_string("output", None, "--mode=decode: where to write 'vidN<TAB>caption' "

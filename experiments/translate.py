@@ -75,7 +75,7 @@ PROFILES = {
         attention_units=16, head_units=16, dropout=0.1, score="multiplicative",
         optimizer="adam", learning_rate=1e-2, lr_decay="none", train_steps=6, batch_size=8,
         max_length=30, overlong="filter", beam_width=2, decode_max_length=20,
-        eval_every=3, eval_subset=8, eval_beam_width=1, checkpoint_every=3, log_every=2,
+        eval_every=6, eval_subset=8, eval_beam_width=1, checkpoint_every=3, log_every=2,
         min_count=1, bpe_vocab_size=200, progress=False, allow_partial_data=True,
         decode_batch_size=16),
 }

@@ -56,6 +56,7 @@ class CaptioningConfig:
     overlong: str = "filter"             # training captions beyond max_length: filter/truncate
     num_buckets: int = 5                 # caption-length buckets of the training batches
     max_eval_clips: Optional[int] = None  # evaluate on the first N val/test clips only
+    meteor: bool = True                  # score METEOR too (its jar takes ~15 s to start)
     batch_size: int = 64                 # training pairs per batch
     seed: int = 0                        # data order
 
@@ -268,11 +269,13 @@ class CaptioningEvaluator(Evaluator):
                                               batch_size=self.decode.decode_batch_size, **opts)
         return self._captioners[key]
 
-    def score(self, model, split, final=True, subset=0, metrics=("BLEU", "METEOR", "ROUGE-L",
-                                                                  "CIDEr-D"),
-              attention_for=()):
+    def score(self, model, split, final=True, subset=0, metrics=None, attention_for=()):
         """``({clip: caption}, scores, attention)``; scores raw (0-1), over the clips
-        decoded (the whole split unless ``subset``)."""
+        decoded (the whole split unless ``subset``), by ``metrics`` (default: all, METEOR
+        only if the config asks for it)."""
+        if metrics is None:
+            metrics = ("BLEU", "METEOR", "ROUGE-L", "CIDEr-D") if self.config.meteor else (
+                "BLEU", "ROUGE-L", "CIDEr-D")
         s = self.data.splits[split]
         clips = s.clips[:subset] if subset else s.clips
         hyps, attention = self.captioner(model, final).caption(split, list(range(len(clips))),
@@ -328,8 +331,10 @@ class CaptioningEvaluator(Evaluator):
                 # Reuse the end-of-training decode; only METEOR is still missing.
                 hyps, scores = self.final_val[1], dict(self.final_val[2])
                 s = self.data.splits[split]
-                scores.update(score_captions(hyps, {c: [" ".join(t) for t in s.captions[c]]
-                                                    for c in hyps}, metrics=("METEOR",), scale=1.0))
+                if self.config.meteor:
+                    scores.update(score_captions(
+                        hyps, {c: [" ".join(t) for t in s.captions[c]] for c in hyps},
+                        metrics=("METEOR",), scale=1.0))
                 scores = {k: scores[k] for k in ALL_METRICS if k in scores}
             else:
                 hyps, scores, _ = self.score(model, split, final=True)

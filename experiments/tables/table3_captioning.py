@@ -100,7 +100,7 @@ TABLE3_CPU_RUNS = [(a, f"table3_{a}.flags", ["--profile=cpu", "--noprogress"])
 # Minutes on 2 cores: real captions, SYNTHETIC features, a small model, greedy val
 # decoding during training and beam 5 at the end (at least 4 words: an under-trained
 # model's beam otherwise prefers the empty caption). A test of the path, not a result.
-TABLE3_SMOKE_ARGS = ["--profile=smoke", "--features=", "--synthetic_features",
+TABLE3_SMOKE_ARGS = ["--profile=smoke", "--meteor", "--features=", "--synthetic_features",
                      "--train_steps=300", "--embed_dim=32", "--encoder_units=32",
                      "--decoder_units=64", "--attention_units=32", "--head_units=64",
                      "--batch_size=32", "--learning_rate=5e-3", "--eval_every=0",

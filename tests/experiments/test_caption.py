@@ -69,6 +69,7 @@ def test_train_eval_decode_with_synthetic_features(tmp_path, env):
     for split in ("val", "test"):
         scores = results["scores"][split]
         assert {"ROUGE-L", "CIDEr-D", "BLEU-4"} <= set(scores)
+        assert "METEOR" not in scores  # the smoke profile skips the jar (--nometeor)
         assert all(0.0 <= v <= 10.0 for v in scores.values())  # raw scale (CIDEr-D <= 10)
     config = json.load(open(os.path.join(model_dir, "model_config.json")))
     assert config["src_vocab_size"] is None and config["feature_dim"] == 1024

@@ -15,6 +15,7 @@ import tensorflow as tf
 from acvi_tf import runs
 from acvi_tf.attention.acvi import floor_log_sigma_sq
 from acvi_tf.metrics import diversity, repetition
+from acvi_tf.metrics.caption import java_available
 from acvi_tf.models import build_model
 from acvi_tf.models.seq2seq import ModelConfig
 from acvi_tf.runs import ConfigError, RunError
@@ -114,6 +115,8 @@ def test_captioning_on_synthetic_features(tmp_path, monkeypatch):
     results = task.results(splits, seconds, info["steps"], config, extra=info)
     assert results["synthetic_features"] is True and "SYNTHETIC" in results["WARNING"]
     assert results["system"] == "soft" and set(results["scores"]) == {"val", "test"}
+    if java_available():  # meteor=True (the default) scores METEOR on both splits
+        assert all("METEOR" in results["scores"][s] for s in ("val", "test"))
     with pytest.raises(ConfigError, match="^input:"):
         task.caption_clips(model, ["not-a-clip"])
     with pytest.raises(ConfigError, match="^synthetic_features:"):
