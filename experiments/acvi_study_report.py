@@ -18,6 +18,7 @@ import numpy as np
 
 from acvi_tf.runs import NOTES_MARKER, load_json, write_report  # noqa: F401 (NOTES_MARKER: tests)
 from experiments import acvi_study as _study
+from experiments.tables.curves import curve, read_history
 
 ARCHIVED = ("results.json", "history.jsonl", "decode_dev.txt", "decode_test.txt",
             "flags.txt", "model_config.json")
@@ -106,25 +107,9 @@ def load_run(archive_root, name):
         return None
     with open(path, encoding="utf-8") as f:
         run = json.load(f)
-    history = []
-    hist_path = os.path.join(archive_root, name, "history.jsonl")
-    if os.path.exists(hist_path):
-        with open(hist_path, encoding="utf-8") as f:
-            history = [json.loads(line) for line in f if line.strip()]
-    run["_history"] = history
+    run["_history"] = read_history(path)
     run["_dir"] = os.path.join(archive_root, name)
     return run
-
-
-def curves(history, kind, key):
-    """(steps, values) of ``key`` in the ``kind`` ("train"/"eval") records; a step
-    repeated by a resumed run keeps its last value."""
-    points = {}
-    for rec in history:
-        if kind in rec and key in rec[kind]:
-            points[rec["step"]] = rec[kind][key]
-    steps = sorted(points)
-    return steps, [points[s] for s in steps]
 
 
 def summary(run):
@@ -172,8 +157,8 @@ def plot_curves(rows, out_png):
     for row, label in ROWS:
         for i, run in enumerate(rows.get(row, [])):
             kw = {"color": colors[row], "alpha": 0.8, "label": label if i == 0 else None}
-            axes[0].plot(*curves(run["_history"], "eval", "dev_bleu"), marker="o", **kw)
-            steps, kl = curves(run["_history"], "eval", "kl_mc")
+            axes[0].plot(*curve(run["_history"], "eval", "dev_bleu"), marker="o", **kw)
+            steps, kl = curve(run["_history"], "eval", "kl_mc")
             if steps:
                 axes[1].plot(steps, np.maximum(kl, 1e-3), marker="o", **kw)
     axes[0].set(xlabel="step", ylabel="dev BLEU (greedy on 200 sentences;\nlast point: beam 5, full dev)",

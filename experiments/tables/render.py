@@ -11,6 +11,9 @@ SYSTEM_NAMES = {"soft": "Baseline (soft attention)", "structured": "Structured a
            "ved": "VED (Bahuleyan et al. 2018)", "acvi": "ACVI",
            "acvi_paper_elbo": "ACVI, the paper's ELBO (Eq. 22 taken literally)",
            "transformer": "Transformer (Vaswani et al. 2017)",
+           "gaussian": "Gaussian attention, N(0, I) prior (Bahuleyan et al. 2018)",
+           "gaussian_mean_prior": "Gaussian attention, N(h̄, I) prior (Bahuleyan et al. 2018)",
+           "vrnmt": "VRNMT, GRU decoder (Su et al. 2018)",
            "copy-source": "Copy the source (floor)"}
 PROFILE_LABELS = {"paper": "ours, paper profile", "cpu": "ours, CPU scale",
                   "smoke": "ours, smoke test"}
@@ -149,7 +152,7 @@ def not_run(system):
     registered here (a flagfile runs it), else "not implemented here"."""
     if system in ("copy-source", "lead-3"):
         return "not run"
-    return "not run" if system in system_names() else "not implemented here"
+    return "not run" if system in system_names() | set(SYSTEM_NAMES) else "not implemented here"
 
 
 

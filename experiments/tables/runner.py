@@ -21,7 +21,8 @@ import sys
 from acvi_tf.runs import write_report
 from experiments.tables import preflight
 from experiments.tables.registry import RENDER, SPECS, TABLES, TASK_OF
-from experiments.tables.render import RESULT_KEYS, find_results
+from experiments.tables.curves import plot_rows, read_history
+from experiments.tables.render import RESULT_KEYS, SYSTEM_NAMES, find_results
 from experiments.tables.spec import CONFIG_DIR
 
 
@@ -98,11 +99,41 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None):
     code = execute_runs(runs, stream, done)
     if code:
         return code
-    text = RENDER[table](find_results(SPECS[table].result_paths(runs_root),
-                                             *RESULT_KEYS[task]))
-    write_report(out, text)
+    text = write_table(table, find_results(SPECS[table].result_paths(runs_root),
+                                           *RESULT_KEYS[task]), out)
     print(f"\n{text}\n\nwritten to {out}", file=stream)
     return 0
+
+
+def rows_of(results):
+    """[(row label, [history of each run])], the rows in SYSTEM_NAMES' order."""
+    order = list(SYSTEM_NAMES)
+    systems = sorted({r["system"] for r in results},
+                     key=lambda s: (order.index(s) if s in order else len(order), s))
+    return [(SYSTEM_NAMES.get(s, s), [read_history(r["_path"]) for r in results
+                                      if r["system"] == s and r.get("_path")])
+            for s in systems]
+
+
+def write_table(table, results, out=None):
+    """The markdown of ``table`` over ``results``; with ``out``, written there (notes by
+    hand below the marker kept) together with the table's dev-curve figure
+    ``<out>_curves.png``, linked from the markdown."""
+    text = RENDER[table](results)
+    spec = SPECS[table]
+    if out and spec.curves:
+        png = os.path.splitext(out)[0] + "_curves.png"
+        drawn = plot_rows(rows_of(results), spec.curves, f"{table}: dev metrics against steps",
+                          png)
+        if drawn:
+            text += (f"\n\n## Dev curves\n\n![dev metrics of every run against steps]"
+                     f"({os.path.basename(png)})\n\nEvery run above with a history.jsonl "
+                     f"({drawn} runs; a row's seeds share its colour): the evaluations "
+                     f"logged during training (history.jsonl), on the eval subset with "
+                     f"the eval decoding, not the final scores of the table.")
+    if out:
+        write_report(out, text)
+    return text
 
 
 def main(argv=None):
@@ -139,8 +170,5 @@ def main(argv=None):
     results = find_results(args.runs, *RESULT_KEYS[TASK_OF[args.command]])
     if not results:
         parser.error(f"--runs: no results.json of a translation run under {args.runs}")
-    text = RENDER[args.command](results)
-    if args.out:
-        write_report(args.out, text)
-    print(text)
+    print(write_table(args.command, results, args.out))
     return 0

@@ -15,11 +15,14 @@ class Table:
     """A table: ``runs`` [(run name, flagfile or None, extra args)] run by the CLI of
     ``task`` (``python -m experiments.<task>``), rendered by ``render(results)``.
     ``archives``: folders of archived runs (relative to the repository) rendered beside
-    ``--runs_root``'s, e.g. the ACVI study's seeds of the same rows."""
+    ``--runs_root``'s, e.g. the ACVI study's seeds of the same rows. ``curves``: the
+    dev-metric panels of the table's figure, ``(kind, key, ylabel, log scale)`` of the
+    runs' history.jsonl records (:mod:`experiments.tables.curves`); none: no figure."""
     runs: list
     render: Callable
     task: str  # translate, summarize or caption
     archives: tuple = ()
+    curves: tuple = ()
 
     def result_paths(self, runs_root):
         return [runs_root] + [os.path.join(REPO_ROOT, a) for a in self.archives]

@@ -182,14 +182,17 @@ TABLE1_CPU_ROWS = (PAPER_TABLE1[:_ACVI_COVERAGE + 1] + PAPER_ELBO_TABLE1
                    + PAPER_TABLE1[_ACVI_COVERAGE + 1:])
 TABLE2_CPU_SYSTEMS = tuple(PAPER_TABLE2) + ("acvi_paper_elbo",)
 LEAD3_RUNS = [("lead3", None, ["--mode=lead3", "--profile=paper"])]
+# The figure beside the tables (experiments.tables.curves).
+CURVES = (("eval", "val_rouge_1", "val ROUGE-1 F1 (eval subset)", False),
+          ("eval", "dev_nll", "dev NLL per token", False))
 TABLES = {
-    "table1": Table(TABLE1_RUNS, table1, "summarize"),
+    "table1": Table(TABLE1_RUNS, table1, "summarize", curves=CURVES),
     # The ACVI study's seeds of the soft, ACVI and paper-ELBO rows (results/acvi_study.md).
     "table1-cpu": Table(TABLE1_CPU_RUNS,
                         lambda rs: table1(rs, "Table 1 at CPU scale: abstractive summarization "
                                               "on CNN/DailyMail", TABLE1_CPU_ROWS,
                                           TABLE2_CPU_SYSTEMS), "summarize",
-                        archives=("results/acvi_study/runs",)),
+                        archives=("results/acvi_study/runs",), curves=CURVES),
     "lead3": Table(LEAD3_RUNS, lambda rs: table1(rs, "The lead-3 baseline on the local "
                                                      "CNN/DailyMail test chunks"), "summarize"),
 }

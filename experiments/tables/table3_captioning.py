@@ -107,11 +107,14 @@ TABLE3_SMOKE_ARGS = ["--profile=smoke", "--meteor", "--features=", "--synthetic_
                      "--checkpoint_every=300", "--log_every=50", "--beam_width=5",
                      "--decode_max_length=20", "--min_length=4", "--noprogress"]
 TABLE3_SMOKE_RUNS = [(a, f"table3_{a}.flags", TABLE3_SMOKE_ARGS) for a in ("soft", "acvi")]
+# The figure beside the tables (experiments.tables.curves).
+CURVES = (("eval", "val_CIDEr_D", "val CIDEr-D (eval subset)", False),
+          ("eval", "dev_nll", "dev NLL per token", False))
 TABLES = {
-    "table3": Table(TABLE3_RUNS, table3, "caption"),
+    "table3": Table(TABLE3_RUNS, table3, "caption", curves=CURVES),
     "table3-cpu": Table(TABLE3_CPU_RUNS,
                         lambda rs: table3(rs, "Table 3 at CPU scale: video captioning on MSVD"),
-                        "caption"),
+                        "caption", curves=CURVES),
     "table3-smoke": Table(TABLE3_SMOKE_RUNS,
                           lambda rs: table3(rs, "Table 3 smoke run: MSVD captions, SYNTHETIC "
                                                 "features (not results)"), "caption"),

@@ -44,14 +44,17 @@ TABLE4_RUNS = [(f"{d}_{a}", f"table4_{d}_{a}.flags", [])
     (f"{d}_{a}", f"table4_{d}_{a}.flags", []) for a in TABLE4_BASELINES
     for d in TABLE4_DIRECTIONS]
 COPY_BASELINE_ARGS = ["--dataset=multi30k", "--src=en", "--tgt=de", "--mode=copy_baseline"]
+# Rows of the CPU table beyond the paper's Table 4: Bahuleyan et al.'s Gaussian attention
+# with either prior, and VRNMT (Su et al. 2018).
+TABLE4_CPU_EXTRA = ("gaussian", "gaussian_mean_prior", "vrnmt")
 TABLE4_CPU_RUNS = [("multi30k_copy", None, COPY_BASELINE_ARGS)] + [
     (f"multi30k_{a}", f"table4cpu_multi30k_{a}.flags", ["--noprogress"])
-    for a in ("soft", "acvi") + TABLE4_BASELINES] + [
+    for a in ("soft", "acvi") + TABLE4_BASELINES + TABLE4_CPU_EXTRA] + [
     ("multi30k_acvi_paper_elbo", "study/table4cpu_multi30k_acvi_paper_elbo.flags",
      ["--noprogress"])]
 # The CPU table's rows: ACVI twice, as the ACVI study chose it ("acvi", ours) and with the
 # paper's ELBO taken literally (results/acvi_study.md).
-TABLE4_CPU_SYSTEMS = ("soft", "acvi_paper_elbo") + TABLE4_SYSTEMS[1:]
+TABLE4_CPU_SYSTEMS = ("soft", "acvi_paper_elbo") + TABLE4_SYSTEMS[1:] + TABLE4_CPU_EXTRA
 # A few minutes on 2 cores (measured: 2.5-4.6 min per model, depending on load): the
 # cpu profile cut to 300 steps on the pairs of <= 12 tokens, a higher learning rate,
 # greedy decoding of the first 500 val/test sentences. A demo, not a result.
@@ -174,8 +177,8 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
                     seeds_cell([x["bleu"].get("test") for x in mine]), delta,
                     repetition_cell(mine)]
             refs.extend(notes.add(x) for x in mine)
-        if system == "copy-source":
-            paper = "–"
+        if system == "copy-source" or system in TABLE4_CPU_EXTRA:
+            paper = "–"  # no model, or not a row of the paper's Table 4
         else:
             row_of = "acvi" if system == "acvi_paper_elbo" else system  # the paper's ACVI
             paper = " / ".join(f"{PAPER_TABLE4[d][row_of][1] - PAPER_TABLE4[d]['soft'][1]:+.2f}"
@@ -205,11 +208,14 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
     return "\n".join(text + _runs_and_signatures(notes, results))
 
 
+# The figure beside the tables (experiments.tables.curves).
+CURVES = (("eval", "dev_bleu", "dev BLEU (eval subset, eval decoding)", False),
+          ("eval", "dev_nll", "dev NLL per token", False))
 TABLES = {
-    "table4": Table(TABLE4_RUNS, table4, "translate"),
+    "table4": Table(TABLE4_RUNS, table4, "translate", curves=CURVES),
     # The ACVI study's seeds of the soft, ACVI and paper-ELBO rows (results/acvi_study.md).
     "table4-cpu": Table(TABLE4_CPU_RUNS, table4_cpu, "translate",
-                        archives=("results/acvi_study/runs",)),
+                        archives=("results/acvi_study/runs",), curves=CURVES),
     "demo": Table(DEMO_RUNS, lambda rs: table4_cpu(rs, "Demo: a short Multi30k En→De run, BLEU"),
                   "translate"),
 }

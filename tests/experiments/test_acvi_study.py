@@ -6,6 +6,7 @@ import os
 import pytest
 
 from experiments import acvi_study, acvi_study_report
+from experiments.tables.curves import curve
 
 
 def _fake_run(model_dir, val, test, kl, lines):
@@ -87,8 +88,8 @@ def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
     shutil.rmtree(root)
     assert acvi_study_report.write(str(root), cells, str(out)) == 0
     assert json.loads((tmp_path / "results" / "acvi_study.json").read_text()) == data
-    assert acvi_study_report.curves([{"step": 1, "eval": {"x": 1}}, {"step": 1, "eval": {"x": 2}}],
-                                    "eval", "x") == ([1], [2])
+    assert curve([{"step": 1, "eval": {"x": 1}}, {"step": 1, "eval": {"x": 2}}],
+                 "eval", "x") == ([1], [2])
 
 
 def _flags(path):

@@ -42,6 +42,10 @@ def test_table4_has_a_run_for_every_row(table, profile):
                 assert (system, src, tgt, tables.DATASET_OF[(src, tgt)]) in have, (system, src)
         else:
             assert (system, "en", "de", "multi30k") in have, system
+    if table == "table4-cpu":  # the rows beyond the paper's (gaussian_mean_prior: --system)
+        rows = {fv.system or system_name(xflags.model_config_from_flags(fv))
+                for fv in runs.values()}
+        assert set(tables.table4_translation.TABLE4_CPU_EXTRA) <= rows
 
 
 @pytest.mark.parametrize("table", ["table3", "table3-cpu"])
@@ -322,3 +326,37 @@ def test_the_seed_is_the_training_commands_not_a_later_evals():
     assert tables.render.seed_of(evaluated) == 2
     assert tables.render.seed_of({"argv": ["t.py", "--seed", "3"]}) == 3
     assert tables.render.seed_of({"command": "python -m t"}) == 0
+
+
+def test_a_table_written_to_a_file_gets_its_dev_curves_figure(tmp_path):
+    """Every run with a history.jsonl is a line of ``<out>_curves.png`` (read from the
+    records, a resumed step keeping its last value), linked from the markdown; a table
+    whose runs have no history gets no figure and no link."""
+    import json
+    from experiments.tables import runner
+    for name, system, seed, bleu in (("s0", "soft", 0, 20.0), ("s1", "soft", 1, 21.0),
+                                     ("a0", "acvi", 0, 22.0), ("copy", "copy-source", 0, 1.0)):
+        d = tmp_path / "runs" / name
+        d.mkdir(parents=True)
+        (d / "results.json").write_text(json.dumps(_fake(
+            task="translate", dataset="multi30k", src="en", tgt="de", profile="cpu",
+            system=system, argv=["translate.py", f"--seed={seed}"],
+            bleu={"dev": bleu, "test": bleu})))
+        if system != "copy-source":
+            (d / "history.jsonl").write_text("".join(json.dumps(
+                {"step": s, "eval": {"dev_bleu": bleu * s / 4, "dev_nll": 4.0 - s / 2}}) + "\n"
+                for s in (1, 2, 2, 4)))
+    results = tables.find_results([str(tmp_path / "runs")])
+    out = tmp_path / "results" / "t4.md"
+    text = runner.write_table("table4-cpu", results, str(out))
+    png = tmp_path / "results" / "t4_curves.png"
+    assert png.stat().st_size > 1000
+    assert "![dev metrics of every run against steps](t4_curves.png)" in text
+    assert "(3 runs;" in text and out.read_text().startswith(text.split("\n")[0])
+    # no history anywhere: no figure
+    for h in (tmp_path / "runs").glob("*/history.jsonl"):
+        h.unlink()
+    png.unlink()
+    text = runner.write_table("table4-cpu", tables.find_results([str(tmp_path / "runs")]),
+                              str(out))
+    assert "curves.png" not in text and not png.exists()
