@@ -190,7 +190,7 @@ def dry_run(model_dir, fv=FLAGS):
 
 def check_flags(fv=FLAGS):
     xflags.check_run_flags(fv)
-    xflags.refuse_translation_only_flags(fv)
+    xflags.refuse_unread_flags(fv)
     if fv.head != "softmax":
         raise xflags.FlagError("head", f"{fv.head!r}: captioning has no source words to copy; "
                                f"use softmax")

@@ -245,8 +245,9 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                          lower_bound=0, flag_values=fv)
     flags.DEFINE_integer("decode_batch_size", 64, "Sentences per decoding batch.",
                          lower_bound=1, flag_values=fv)
-    flags.DEFINE_integer("diversity_samples", 0, "Translation evaluation: also decode the "
-                         "first --diversity_sources test sources this many times each, greedy, "
+    flags.DEFINE_integer("diversity_samples", 0, "Translation and summarization evaluation: "
+                         "also decode the first --diversity_sources test sources this many "
+                         "times each, greedy, "
                          "with the latent sampled (Bahuleyan et al.'s diversity protocol: "
                          "entropy and distinct-1/2 per source, averaged; 10 in their paper). "
                          "For ACVI, the Gaussian attention, VED and VRNMT. 0: off.",
@@ -565,11 +566,11 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
     return saved
 
 
-def refuse_translation_only_flags(fv=FLAGS):
-    """Flags only experiments.translate reads yet, refused by the other CLIs by name."""
+def refuse_unread_flags(fv=FLAGS):
+    """Flags experiments.caption does not read yet, refused by name."""
     if fv.diversity_samples:
-        raise FlagError("diversity_samples", "only experiments.translate runs the sampled "
-                        "diversity protocol so far")
+        raise FlagError("diversity_samples", "only experiments.translate and "
+                        "experiments.summarize run the sampled diversity protocol so far")
 
 
 def run_guarded(body, errors=(), model_dir=None, mode=None):

@@ -152,7 +152,6 @@ def make_task(fv=FLAGS):
 def check_flags(fv=FLAGS):
     """Cross-flag checks; errors name the flag."""
     xflags.check_run_flags(fv)
-    xflags.refuse_translation_only_flags(fv)
     config = xflags.config_from_flags(SummarizationConfig, fv)
     train_steps = fv.train_steps if fv.mode in ("train", "train_eval") else None
     xflags.run_guarded(lambda: config.check(train_steps, fv.coverage))

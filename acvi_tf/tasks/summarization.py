@@ -21,12 +21,12 @@ import tensorflow as tf
 from acvi_tf import runs
 from acvi_tf.data import cnndm, sources
 from acvi_tf.data.vocab import Vocab
-from acvi_tf.metrics import meteor, novelty, rouge
+from acvi_tf.metrics import diversity, meteor, novelty, rouge
 from acvi_tf.models import build_model
 from acvi_tf.runs import ConfigError
 from acvi_tf.tasks.base import (Evaluator, Task, best_hypothesis_decoder,
                                 decode_in_batches, register_task, resumable_train_data,
-                                system_name, write_attention_plots)
+                                sampled_decodes, system_name, write_attention_plots)
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.training.schedules import ModeSchedule, PhaseSchedule
@@ -187,32 +187,49 @@ class Summarizer:
         self.batch_size = batch_size
         self._decoders = {}
 
+    def _signature(self):
+        spec = {"src": tf.TensorSpec([None, None], tf.int32)}
+        if self.pointer:
+            spec.update(src_ext=tf.TensorSpec([None, None], tf.int32),
+                        max_oovs=tf.TensorSpec([], tf.int32))
+        return spec
+
     def _decoder(self, opts, coverage):
         key = (tuple(sorted(opts.items())), coverage)
         if key not in self._decoders:
             self.model.set_mode(coverage=coverage)
-            spec = {"src": tf.TensorSpec([None, None], tf.int32)}
-            if self.pointer:
-                spec.update(src_ext=tf.TensorSpec([None, None], tf.int32),
-                            max_oovs=tf.TensorSpec([], tf.int32))
-            self._decoders[key] = best_hypothesis_decoder(self.model, spec, **opts)
+            self._decoders[key] = best_hypothesis_decoder(self.model, self._signature(),
+                                                          **opts)
         return self._decoders[key]
+
+    def _batches(self, examples):
+        """(article lengths, make_batch(indices)) of :func:`decode_in_batches`."""
+        def make_batch(idx):
+            batch = cnndm.make_batch([examples[i] for i in idx], self.vocab)
+            return model_inputs(batch, self.vocab, self.pointer)
+        return [len(e.enc_input) for e in examples], make_batch
+
+    def _words(self, ids, example):
+        return cnndm.strip_decoded(cnndm.outputids2words(
+            ids, self.vocab, example.article_oovs if self.pointer else []))
 
     def summarize(self, examples, opts, coverage=False, attention_for=()):
         """Decodes :class:`cnndm.Example` s; returns (word lists, attention dict)."""
         decode = self._decoder(opts, coverage)
-
-        def make_batch(idx):
-            batch = cnndm.make_batch([examples[i] for i in idx], self.vocab)
-            return model_inputs(batch, self.vocab, self.pointer)
-
-        lengths = [len(e.enc_input) for e in examples]
+        lengths, make_batch = self._batches(examples)
         hyp_ids, attention = decode_in_batches(decode, lengths, make_batch,
                                                       self.batch_size, attention_for)
-        words = [cnndm.strip_decoded(cnndm.outputids2words(ids, self.vocab,
-                                                           e.article_oovs if self.pointer else []))
-                 for ids, e in zip(hyp_ids, examples)]
-        return words, attention
+        return [self._words(ids, e) for ids, e in zip(hyp_ids, examples)], attention
+
+    def sampled(self, examples, samples, max_length, coverage=False):
+        """Bahuleyan et al.'s diversity protocol (:func:`sampled_decodes`): ``samples``
+        greedy summaries of each article, the latent drawn afresh each time; one list of
+        word lists per article."""
+        self.model.set_mode(coverage=coverage)  # read when the sampler is traced
+        lengths, make_batch = self._batches(examples)
+        groups = sampled_decodes(self.model, self._signature(), lengths, make_batch, samples,
+                                 self.batch_size, max_length)
+        return [[self._words(ids, e) for ids in group] for group, e in zip(groups, examples)]
 
 
 def summary_sentences(words):
@@ -349,10 +366,26 @@ class SummarizationEvaluator(Evaluator):
             words, [p.article for p in pairs], [e.article_oovs for e in examples])
         self.log(f"novel words {scores['novelty']['novel_word_percent']:.2f}%, OOV adoption "
                  f"{scores['novelty']['oov_adoption_percent']:.2f}%")
+        if self.decode.diversity_samples:
+            scores["sampled_diversity"] = sampled = self.sampled_diversity(
+                model, examples, coverage)
+            self.log(f"test diversity of {sampled['samples']} sampled summaries per article "
+                     f"(first {sampled['groups']} articles, Bahuleyan et al.'s protocol): "
+                     f"{diversity.format_diversity(sampled)}")
         scores.update(steps=step, coverage=coverage, decode_file=path,
                       test_articles=len(pairs), test_data_report=report,
                       decode_seconds=decode_seconds, eval_wall_time_sec=watch.seconds())
         return scores
+
+    def sampled_diversity(self, model, examples, coverage=False):
+        """Entropy and distinct-1/2 of ``diversity_samples`` sampled summaries per article
+        of the first ``diversity_sources`` ``examples``, averaged over the articles
+        (:func:`acvi_tf.metrics.diversity.per_source_diversity`)."""
+        groups = self.summarizer(model).sampled(
+            examples[:self.decode.diversity_sources], self.decode.diversity_samples,
+            self.decode.decode_max_length, coverage)
+        scores = diversity.per_source_diversity([[" ".join(w) for w in g] for g in groups])
+        return dict(scores, samples=self.decode.diversity_samples)
 
 
 @register_task("summarize")

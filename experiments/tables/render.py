@@ -147,6 +147,19 @@ class Footnotes:
         return "\n".join(f"{i}. {item}" for i, item in enumerate(self.items, 1))
 
 
+def sampled_diversity_cell(scores):
+    """Bahuleyan et al.'s sampled diversity of a row's runs (``scores``: the
+    ``sampled_diversity`` record of each run, None where it was not measured):
+    distinct-1 / distinct-2 per source, each the mean over the runs measured."""
+    found = [s for s in scores if s]
+    if not found:
+        return None
+    d1, _ = mean_std([s["distinct_1"] for s in found])
+    d2, _ = mean_std([s["distinct_2"] for s in found])
+    return (f"{d1:.3f} / {d2:.3f} (K={found[0]['samples']}, {found[0]['groups']} sources"
+            + (f", {len(found)} runs)" if len(found) > 1 else ")"))
+
+
 def not_run(system):
     """The "our run" cell of a row without a result: "not run" when the row's system is
     registered here (a flagfile runs it), else "not implemented here"."""

@@ -2,7 +2,8 @@
 and the lead-3 baseline."""
 
 from experiments.tables.render import (SYSTEM_NAMES, Footnotes, markdown_table, not_run,
-                                       first_per_seed, profile_label, seeds_cell)
+                                       first_per_seed, profile_label, sampled_diversity_cell,
+                                       seeds_cell)
 from experiments.tables.spec import Table
 
 # Table 1 (ROUGE-1, -2, -L F1; METEOR exact, full), the rows we can produce, keyed
@@ -129,6 +130,7 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail",
                               and x.get("head") == "pointer" and x.get("novelty"))
         ours = [seeds_cell([r["novelty"][k] for r in mine])
                 for k in ("novel_word_percent", "oov_adoption_percent")]
+        ours.append(sampled_diversity_cell([r.get("sampled_diversity") for r in mine]))
         table2_rows.append([SYSTEM_NAMES.get(system, system)] + ours + [nw, oov, " ".join(
             notes.add(dict(r, partial_eval=False, splits={})) for r in mine)
             or not_run(system)])
@@ -151,13 +153,17 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail",
         "",
         markdown_table(
             ["Method", "ours: novel words %", "ours: OOV adoption %",
+             "ours: sampled distinct-1 / distinct-2 per article",
              "paper (Table 2): novel words", "paper (Table 2): OOV adoption", "our run"],
-            table2_rows, "lrrrrl"),
+            table2_rows, "lrrrrrl"),
         "",
         "Novel words: generated tokens absent from the full article; OOV adoption: generated "
         "tokens that are article words outside the vocabulary (copied by the pointer); both "
         "pooled over the test summaries, in percent (`acvi_tf/metrics/novelty.py`). The "
-        "paper does not define them; its numbers are read as percentages.",
+        "paper does not define them; its numbers are read as percentages. Sampled distinct-1 "
+        "/ distinct-2: Bahuleyan et al.'s diversity protocol (`--diversity_samples=K`), K "
+        "greedy summaries of each of the first test articles with the latent sampled, "
+        "distinct n-grams per article averaged; – where not measured.",
         "",
         "Runs (the command that produced each number):",
         "",

@@ -248,3 +248,13 @@ def test_table3_run_stops_without_features(tmp_path, monkeypatch, mirror, capsys
     # The smoke table needs no features: its dry run passes the check.
     assert tables.run_table("table3-smoke", str(tmp_path / "s"), str(tmp_path / "s.md"),
                             dry_run=True) == 0
+
+
+def test_the_sampled_diversity_protocol_is_refused_by_name():
+    """Captioning does not run --diversity_samples yet: a flag error, not a silent no-op
+    (translate and summarize run it)."""
+    fv = _fresh_flags()
+    fv(["prog", "--profile=smoke", "--diversity_samples=10"])
+    xflags.apply_profile(caption.PROFILES, fv)
+    with pytest.raises(xflags.FlagError, match="diversity_samples.*experiments.summarize"):
+        caption.check_flags(fv)

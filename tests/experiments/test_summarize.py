@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 
 from acvi_tf.tasks import summarization as summarize_task
+from absl import flags
+
+from experiments import flags as xflags
 from experiments import summarize, tables
 from tests.data.test_cnndm import _record, _write_bin
 from tests import cli
@@ -238,3 +241,14 @@ def test_table_dry_runs(tmp_path, env, monkeypatch):
     assert tables.run_table("table5", str(tmp_path / "none"), str(tmp_path / "t5.md"),
                             dry_run=True, stream=out) == 2
     assert "no trained model" in out.getvalue()
+
+
+def test_diversity_samples_reaches_the_decode_config():
+    fv = flags.FlagValues()
+    summarize.define_flags(fv)
+    fv(["prog", "--profile=smoke", "--attention=acvi", "--diversity_samples=10",
+        "--diversity_sources=20"])
+    xflags.apply_profile(summarize.PROFILES, fv)
+    summarize.check_flags(fv)  # no longer refused
+    decode = xflags.decode_config_from_flags(fv)
+    assert (decode.diversity_samples, decode.diversity_sources) == (10, 20)

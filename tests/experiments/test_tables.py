@@ -360,3 +360,17 @@ def test_a_table_written_to_a_file_gets_its_dev_curves_figure(tmp_path):
     text = runner.write_table("table4-cpu", tables.find_results([str(tmp_path / "runs")]),
                               str(out))
     assert "curves.png" not in text and not png.exists()
+
+
+def test_sampled_diversity_is_the_mean_over_the_runs_that_measured_it():
+    def run(system, seed, d1, d2):
+        sampled = {"distinct_1": d1, "distinct_2": d2, "samples": 10, "groups": 100,
+                   "entropy": 2.0, "tokens": 1000} if d1 is not None else None
+        return _fake(task="translate", dataset="multi30k", src="en", tgt="de", profile="cpu",
+                     system=system, argv=["translate.py", f"--seed={seed}"],
+                     bleu={"dev": 20.0, "test": 21.0},
+                     splits={"test": {"sampled_diversity": sampled}})
+    text = tables.table4_cpu([run("soft", 0, None, None), run("acvi", 0, 0.1, 0.2),
+                              run("acvi", 1, 0.3, 0.4), run("acvi", 2, None, None)])
+    assert _row(text, "ACVI")[5] == "0.200 / 0.300 (K=10, 100 sources, 2 runs)"
+    assert _row(text, "Baseline (soft attention)")[5] == "–"

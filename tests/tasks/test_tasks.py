@@ -165,6 +165,48 @@ def test_summarization_phases_coverage_and_lead3(tmp_path, monkeypatch):
     assert lead["system"] == "lead-3" and lead["head"] is None
 
 
+def test_summarization_sampled_diversity_draws_k_summaries_per_article(tmp_path, monkeypatch):
+    """--diversity_samples in summarization: K sampled pointer-generator summaries per
+    article, as word lists with the article's OOVs, scored per article and averaged
+    exactly as per_source_diversity scores them; soft attention is refused."""
+    from acvi_tf.tasks import summarization as summ
+    from tests.experiments.test_summarize import _write_mirror as _write_cnndm
+    monkeypatch.setenv("ACVI_DATA_MIRROR", _write_cnndm(str(tmp_path / "mirror")))
+    monkeypatch.setenv("ACVI_DATA_DIR", str(tmp_path / "data"))
+    config = summ.SummarizationConfig(vocab_size=40, max_enc_steps=12, max_dec_steps=6,
+                                      phases="none", batch_size=4, meteor=False,
+                                      eval_before_coverage=False, max_eval_pairs=4)
+    decode = dataclasses.replace(DECODE, diversity_samples=3, diversity_sources=2,
+                                 decode_max_length=6)
+    task = summ.SummarizationTask(config, decode, RUN, log=lambda m: None)
+    task.load_vocab(str(tmp_path / "run"))
+
+    def built(attention):
+        keras.utils.set_random_seed(0)
+        model = build_model(task.model_config(dataclasses.replace(
+            ModelConfig(attention=attention, **TINY), score="additive", head="pointer")))
+        model.build_for_checkpoint({k: tf.convert_to_tensor(v)
+                                    for k, v in summ.build_batch(True).items()})
+        return model
+    model = built("acvi")
+    evaluator = task.evaluator(model.config, 1)
+    _, examples, _ = evaluator.examples("test", 4)
+    groups = evaluator.summarizer(model).sampled(examples[:2], 3, max_length=6)
+    assert [len(g) for g in groups] == [3, 3]
+    assert any(len({tuple(w) for w in g}) > 1 for g in groups), groups  # sampled
+    words = {w for g in groups for s in g for w in s}
+    allowed = set(task.vocab.tokens) | {w for e in examples[:2] for w in e.article_oovs}
+    assert words <= allowed, words - allowed  # ids map back through the article's OOVs
+    assert model.variant.sample_at_decode is False  # switched back
+    scores = evaluator.sampled_diversity(model, examples)
+    want = diversity.per_source_diversity([[" ".join(s) for s in g] for g in groups])
+    assert scores["groups"] == 2 and scores["samples"] == 3
+    for k in ("entropy", "distinct_1", "distinct_2", "tokens"):
+        assert scores[k] == pytest.approx(want[k])  # the same seeds give the same samples
+    with pytest.raises(RunError, match="--diversity_samples: soft samples nothing"):
+        evaluator.sampled_diversity(built("soft"), examples)
+
+
 def test_sampled_diversity_protocol_draws_k_decodes_per_source(tmp_path, monkeypatch):
     """--diversity_samples: K greedy decodes per source with ACVI's context sampled (each
     with its own seed, so they differ), scored per source and averaged exactly as
