@@ -55,7 +55,8 @@ def _exit_code(code):
 
 
 def _child(module, args, env, cwd, stdin_path, out_path, err_path):
-    """Runs in the forked child: ``python -m module *args`` with fds 0-2 redirected."""
+    """Runs in the forked child: ``python -m module *args`` (``python module *args`` for
+    a ``.py`` path) with fds 0-2 redirected."""
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
@@ -68,10 +69,16 @@ def _child(module, args, env, cwd, stdin_path, out_path, err_path):
     sys.stdin = open(0, encoding="utf-8", closefd=False)
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
     sys.stderr = open(2, "w", encoding="utf-8", closefd=False, buffering=1)
-    sys.path[:0] = [cwd] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    script = module.endswith(".py")
+    # sys.path[0] as python sets it: the script's folder, or the working directory for -m
+    sys.path[:0] = [os.path.dirname(os.path.abspath(module)) if script else cwd] + [
+        p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.argv = [module] + list(args)
     try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        if script:
+            runpy.run_path(module, run_name="__main__")
+        else:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as e:
         code = _exit_code(e.code)
@@ -89,7 +96,8 @@ def _child(module, args, env, cwd, stdin_path, out_path, err_path):
 def run(module, args, env=None, cwd=REPO, input=None, timeout=900):
     """``subprocess.run([python, "-m", module, *args], env=env, cwd=cwd, input=input,
     capture_output=True, text=True, timeout=timeout)``, in a process forked from the
-    preloaded fork server."""
+    preloaded fork server; a ``module`` ending in ``.py`` is a script path, run as
+    ``python module *args``."""
     env = dict(os.environ if env is None else env)
     with tempfile.TemporaryDirectory(prefix="cli_") as tmp:
         paths = [os.path.join(tmp, name) for name in ("stdin", "stdout", "stderr")]
@@ -111,5 +119,5 @@ def run(module, args, env=None, cwd=REPO, input=None, timeout=900):
             proc.join()
             raise subprocess.TimeoutExpired([module] + list(args), timeout)
         out, err = (open(p, encoding="utf-8").read() for p in paths[1:])
-    return subprocess.CompletedProcess(["python", "-m", module] + list(args),
-                                       proc.exitcode, out, err)
+    argv = ["python"] + ([] if module.endswith(".py") else ["-m"]) + [module] + list(args)
+    return subprocess.CompletedProcess(argv, proc.exitcode, out, err)

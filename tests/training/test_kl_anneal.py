@@ -4,8 +4,6 @@ the factor, which aux terms it scales, and the trainer's logging and resume."""
 import glob
 import json
 import math
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -18,6 +16,7 @@ from acvi_tf.data.synthetic import ReverseTask
 from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
 from acvi_tf.training import schedules
 from acvi_tf.training.trainer import Trainer, TrainConfig
+from tests import cli
 
 V = 10
 
@@ -240,7 +239,8 @@ DISTRIBUTED = textwrap.dedent("""
 def test_annealing_and_word_dropout_under_xla_and_on_two_mirrored_devices(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(DISTRIBUTED)
-    subprocess.run([sys.executable, str(script), str(tmp_path)], check=True, timeout=900)
+    r = cli.run(str(script), [str(tmp_path)], timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
     out = json.load(open(tmp_path / "out.json"))
     assert out["mirrored"]["replicas"] == 2
     expected = [_sigmoid_by_hand(s, 4) for s in range(3)]

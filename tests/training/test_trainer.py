@@ -2,8 +2,6 @@
 
 import glob
 import json
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -14,6 +12,7 @@ from acvi_tf.data.synthetic import ReverseTask
 from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
 from acvi_tf.training import schedules
 from acvi_tf.training.trainer import Trainer, TrainConfig, TrainingDiverged
+from tests import cli
 
 V = 10
 
@@ -148,7 +147,8 @@ def test_mirrored_strategy_on_two_cpu_devices_matches_one_device(tmp_path):
     no dropout, so that no per-replica noise is involved); clipping uses the global norm."""
     script = tmp_path / "run.py"
     script.write_text(MIRRORED)
-    subprocess.run([sys.executable, str(script), str(tmp_path)], check=True, timeout=600)
+    r = cli.run(str(script), [str(tmp_path)], timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
     out = json.load(open(tmp_path / "out.json"))
     assert out["mirrored"]["replicas"] == 2
     for a, b in zip(out["default"]["weights"], out["mirrored"]["weights"]):
