@@ -103,7 +103,7 @@ PROFILES = {
         max_enc_steps=24, max_dec_steps=8, beam_width=2, decode_max_length=8, min_length=2,
         length_normalization="average", eval_every=0, eval_subset=4, eval_beam_width=1,
         checkpoint_every=3, log_every=2, decode_batch_size=8, progress=False,
-        allow_partial_data=True),
+        allow_partial_data=True, meteor=False),
 }
 
 DATA_FLAGS = ("vocab_size", "max_enc_steps", "max_dec_steps")
@@ -132,7 +132,8 @@ def define_flags(fv=FLAGS):
                          lower_bound=1, **kw)
     flags.DEFINE_integer("max_eval_pairs", None, "Evaluate on the first N test articles "
                          "(default: all; the results say so).", lower_bound=1, **kw)
-    flags.DEFINE_bool("meteor", True, "Score METEOR 1.5 (exact and full; needs java).", **kw)
+    flags.DEFINE_bool("meteor", True, "Score METEOR 1.5 (exact and full; needs java). Each "
+                      "mode starts the jar (~15 s), so the smoke profile skips it.", **kw)
     flags.DEFINE_bool("eval_before_coverage", True, "With --coverage_steps, also evaluate "
                       "on test at the end of the last phase (Table 1's rows without "
                       "coverage).", **kw)
