@@ -7,7 +7,15 @@ import os
 import numpy as np
 import pytest
 
-from tests.training.test_trainer import _trainer, _weights
+from tests.training.test_trainer import _trainer as _acvi_trainer
+from tests.training.test_trainer import _weights
+
+
+def _trainer(model_dir, steps, **kw):
+    """Soft attention, one training mode: what is tested here is the checkpoints, and one
+    traced step per trainer costs half of ACVI's two (weighted and Gumbel mixing);
+    tests/training/test_trainer.py resumes ACVI across its mode switch."""
+    return _acvi_trainer(model_dir, steps, attention="soft", gumbel_fraction=0.0, **kw)
 
 
 def _messages(trainer):

@@ -26,7 +26,7 @@ def _trainer(model_dir, steps, attention="acvi", **kw):
     task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
     cfg = TrainConfig(model_dir=str(model_dir), train_steps=steps, learning_rate=0.01,
                       log_every=2, eval_every=0, checkpoint_every=kw.pop("checkpoint_every", 100),
-                      progress=False, gumbel_fraction=0.25, **kw)
+                      progress=False, gumbel_fraction=kw.pop("gumbel_fraction", 0.25), **kw)
     return Trainer(lambda: Seq2Seq(_cfg(attention=attention)), cfg, task, log=lambda m: None)
 
 
