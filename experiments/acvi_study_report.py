@@ -18,7 +18,7 @@ import numpy as np
 
 from acvi_tf.runs import NOTES_MARKER, load_json, write_report  # noqa: F401 (NOTES_MARKER: tests)
 from experiments import acvi_study as _study
-from experiments.tables.curves import curve, read_history
+from experiments.tables.curves import plot_rows, read_history
 
 ARCHIVED = ("results.json", "history.jsonl", "decode_dev.txt", "decode_test.txt",
             "flags.txt", "model_config.json")
@@ -147,30 +147,13 @@ def _ms(values):
 
 
 def plot_curves(rows, out_png):
-    """Dev BLEU (greedy, the eval subset) and dev KL per token against steps."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    colors = {"soft": "tab:blue", "acvi_paper_elbo": "tab:red", "acvi": "tab:green",
-              "acvi_noise_only": "tab:gray"}
-    for row, label in ROWS:
-        for i, run in enumerate(rows.get(row, [])):
-            kw = {"color": colors[row], "alpha": 0.8, "label": label if i == 0 else None}
-            axes[0].plot(*curve(run["_history"], "eval", "dev_bleu"), marker="o", **kw)
-            steps, kl = curve(run["_history"], "eval", "kl_mc")
-            if steps:
-                axes[1].plot(steps, np.maximum(kl, 1e-3), marker="o", **kw)
-    axes[0].set(xlabel="step", ylabel="dev BLEU (greedy on 200 sentences;\nlast point: beam 5, full dev)",
-                title="Multi30k En→De, CPU scale")
-    axes[1].set(xlabel="step", ylabel="dev KL per token (nats, MC)", yscale="log",
-                title="KL[p(c_t; D) || prior] per target token")
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_png, dpi=110)
-    plt.close(fig)
+    """Dev BLEU (greedy, the eval subset) and dev KL per token against steps, a line per
+    run of the rows (:func:`experiments.tables.curves.plot_rows`)."""
+    plot_rows([(label, [run["_history"] for run in rows.get(row, [])]) for row, label in ROWS],
+              (("eval", "dev_bleu", "dev BLEU (greedy on 200 sentences;\nlast point: beam 5, "
+                "full dev)", False),
+               ("eval", "kl_mc", "dev KL[p(c_t; D) || prior] per token (nats, MC)", True)),
+              "Multi30k En→De, CPU scale", out_png)
 
 
 def plot_rate_distortion(grid, out_png):

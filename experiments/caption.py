@@ -190,7 +190,10 @@ def dry_run(model_dir, fv=FLAGS):
 
 def check_flags(fv=FLAGS):
     xflags.check_run_flags(fv)
-    xflags.refuse_unread_flags(fv)
+    if fv.diversity_samples:
+        raise xflags.FlagError("diversity_samples", "only experiments.translate and "
+                               "experiments.summarize run the sampled diversity protocol "
+                               "so far")
     if fv.head != "softmax":
         raise xflags.FlagError("head", f"{fv.head!r}: captioning has no source words to copy; "
                                f"use softmax")

@@ -566,13 +566,6 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
     return saved
 
 
-def refuse_unread_flags(fv=FLAGS):
-    """Flags experiments.caption does not read yet, refused by name."""
-    if fv.diversity_samples:
-        raise FlagError("diversity_samples", "only experiments.translate and "
-                        "experiments.summarize run the sampled diversity protocol so far")
-
-
 def run_guarded(body, errors=(), model_dir=None, mode=None):
     """Runs a CLI's mode, turning the package's exceptions into the CLI's: a bad
     setting (:class:`ConfigError`) into a :class:`FlagError` naming the flag, missing

@@ -74,7 +74,8 @@ def diversity(sentences):
 
 def per_source_diversity(groups):
     """Bahuleyan et al.'s protocol: :func:`diversity` of each group (the samples decoded
-    for one source), averaged over the groups (``tokens`` is the total)."""
+    for one source), averaged over the groups (``tokens`` is the total, ``samples`` the
+    size of the largest group: K of the protocol's K decodes per source)."""
     scores = [diversity(group) for group in groups]
     if not scores:
         return diversity([])
@@ -82,9 +83,17 @@ def per_source_diversity(groups):
            for k in ("entropy", "distinct_1", "distinct_2")}
     out["tokens"] = int(sum(s["tokens"] for s in scores))
     out["groups"] = len(scores)
+    out["samples"] = max(len(group) for group in groups)
     return out
 
 
 def format_diversity(scores):
     return (f"entropy {scores['entropy']:.3f} nats, distinct-1 {scores['distinct_1']:.3f}, "
             f"distinct-2 {scores['distinct_2']:.3f}")
+
+
+def format_per_source(scores, source="source"):
+    """The report line of :func:`per_source_diversity` scores of sampled decodes."""
+    return (f"test diversity of {scores['samples']} sampled decodes per {source} (first "
+            f"{scores['groups']} {source}s, Bahuleyan et al.'s protocol): "
+            f"{format_diversity(scores)}")

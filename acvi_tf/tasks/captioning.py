@@ -269,13 +269,12 @@ class CaptioningEvaluator(Evaluator):
                                               batch_size=self.decode.decode_batch_size, **opts)
         return self._captioners[key]
 
-    def score(self, model, split, final=True, subset=0, metrics=None, attention_for=()):
+    def score(self, model, split, final=True, subset=0, meteor=None, attention_for=()):
         """``({clip: caption}, scores, attention)``; scores raw (0-1), over the clips
-        decoded (the whole split unless ``subset``), by ``metrics`` (default: all, METEOR
-        only if the config asks for it)."""
-        if metrics is None:
-            metrics = ("BLEU", "METEOR", "ROUGE-L", "CIDEr-D") if self.config.meteor else (
-                "BLEU", "ROUGE-L", "CIDEr-D")
+        decoded (the whole split unless ``subset``): BLEU, ROUGE-L, CIDEr-D and METEOR if
+        ``meteor`` (default: the config's ``meteor``)."""
+        meteor = self.config.meteor if meteor is None else meteor
+        metrics = ("BLEU", "ROUGE-L", "CIDEr-D") + (("METEOR",) if meteor else ())
         s = self.data.splits[split]
         clips = s.clips[:subset] if subset else s.clips
         hyps, attention = self.captioner(model, final).caption(split, list(range(len(clips))),
@@ -301,8 +300,7 @@ class CaptioningEvaluator(Evaluator):
         watch = runs.Stopwatch()
         # METEOR's jar costs ~15 s to start: the final evaluation only.
         hyps, scores, attention = self.score(model, "val", final=final, subset=subset,
-                                             metrics=("BLEU", "ROUGE-L", "CIDEr-D"),
-                                             attention_for=(0,))
+                                             meteor=False, attention_for=(0,))
         if final:
             self.final_val = (step, hyps, scores)
         diag = self.dev_diagnostics(model)

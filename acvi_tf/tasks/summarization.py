@@ -369,9 +369,7 @@ class SummarizationEvaluator(Evaluator):
         if self.decode.diversity_samples:
             scores["sampled_diversity"] = sampled = self.sampled_diversity(
                 model, examples, coverage)
-            self.log(f"test diversity of {sampled['samples']} sampled summaries per article "
-                     f"(first {sampled['groups']} articles, Bahuleyan et al.'s protocol): "
-                     f"{diversity.format_diversity(sampled)}")
+            self.log(diversity.format_per_source(sampled, "article"))
         scores.update(steps=step, coverage=coverage, decode_file=path,
                       test_articles=len(pairs), test_data_report=report,
                       decode_seconds=decode_seconds, eval_wall_time_sec=watch.seconds())
@@ -384,8 +382,7 @@ class SummarizationEvaluator(Evaluator):
         groups = self.summarizer(model).sampled(
             examples[:self.decode.diversity_sources], self.decode.diversity_samples,
             self.decode.decode_max_length, coverage)
-        scores = diversity.per_source_diversity([[" ".join(w) for w in g] for g in groups])
-        return dict(scores, samples=self.decode.diversity_samples)
+        return diversity.per_source_diversity([[" ".join(w) for w in g] for g in groups])
 
 
 @register_task("summarize")

@@ -261,9 +261,7 @@ class TranslationEvaluator(Evaluator):
                   f"{repetition.format_table(results[split]['repetition'])}", flush=True)
         if self.decode.diversity_samples:
             results["test"]["sampled_diversity"] = scores = self.sampled_diversity(model, "test")
-            print(f"test diversity of {scores['samples']} sampled decodes per source "
-                  f"(first {scores['groups']} sources, Bahuleyan et al.'s protocol): "
-                  f"{diversity.format_diversity(scores)}", flush=True)
+            print(diversity.format_per_source(scores), flush=True)
         return results, watch.seconds()
 
     def sampled_diversity(self, model, split):
@@ -276,8 +274,7 @@ class TranslationEvaluator(Evaluator):
                                  source_batches(src_ids),
                                  self.decode.diversity_samples, self.decode.decode_batch_size,
                                  self.decode.decode_max_length)
-        scores = diversity.per_source_diversity([self.data.decode_batch(g) for g in groups])
-        return dict(scores, samples=self.decode.diversity_samples)
+        return diversity.per_source_diversity([self.data.decode_batch(g) for g in groups])
 
 
 @register_task("translate")

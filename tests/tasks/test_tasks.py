@@ -165,6 +165,14 @@ def test_summarization_phases_coverage_and_lead3(tmp_path, monkeypatch):
     assert lead["system"] == "lead-3" and lead["head"] is None
 
 
+def _untrained(model_config, batch):
+    """The model of ``model_config``, built on ``batch``, seeded, untrained."""
+    keras.utils.set_random_seed(0)
+    model = build_model(model_config)
+    model.build_for_checkpoint({k: tf.convert_to_tensor(v) for k, v in batch.items()})
+    return model
+
+
 def test_summarization_sampled_diversity_draws_k_summaries_per_article(tmp_path, monkeypatch):
     """--diversity_samples in summarization: K sampled pointer-generator summaries per
     article, as word lists with the article's OOVs, scored per article and averaged
@@ -182,12 +190,9 @@ def test_summarization_sampled_diversity_draws_k_summaries_per_article(tmp_path,
     task.load_vocab(str(tmp_path / "run"))
 
     def built(attention):
-        keras.utils.set_random_seed(0)
-        model = build_model(task.model_config(dataclasses.replace(
-            ModelConfig(attention=attention, **TINY), score="additive", head="pointer")))
-        model.build_for_checkpoint({k: tf.convert_to_tensor(v)
-                                    for k, v in summ.build_batch(True).items()})
-        return model
+        return _untrained(task.model_config(dataclasses.replace(
+            ModelConfig(attention=attention, **TINY), score="additive", head="pointer")),
+            summ.build_batch(True))
     model = built("acvi")
     evaluator = task.evaluator(model.config, 1)
     _, examples, _ = evaluator.examples("test", 4)
@@ -219,11 +224,8 @@ def test_sampled_diversity_protocol_draws_k_decodes_per_source(tmp_path, monkeyp
                                              max_eval_lines=6), decode, RUN, log=lambda m: None)
     task.load_data(str(tmp_path / "run"))
     def built(attention):
-        keras.utils.set_random_seed(0)
-        model = build_model(task.model_config(ModelConfig(attention=attention, **TINY)))
-        model.build_for_checkpoint({k: tf.convert_to_tensor(v)
-                                    for k, v in task.build_batch().items()})
-        return model
+        return _untrained(task.model_config(ModelConfig(attention=attention, **TINY)),
+                          task.build_batch())
     model = built("acvi")
     evaluator = task.evaluator()
     src_ids = evaluator.split("test")[0][:3]
