@@ -19,6 +19,7 @@ and the group names ``grid``, ``seeds_multi30k`` and ``seeds_cnndm``.
 """
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
@@ -78,6 +79,18 @@ GRID = [
     ("k2", "K = 2 samples, KL weight 1", ["--num_samples=2"] + NO_TAIL),
     ("k4", "K = 4 samples, KL weight 1", ["--num_samples=4"] + NO_TAIL),
 ]
+# The CNN/DM grid, added 2026-11-25 after the seeds comparison missed the CNN/DM target
+# (ROUGE-1 of ACVI (ours) at least soft attention's) by 0.01: the KL weight around
+# Multi30k's choice, seed 0, at the table1-cpu profile. A cell is chosen by ROUGE-1 F1 on
+# the first 500 val articles, decoded as the test set is (`summarize --mode=val`), never
+# by test scores. Two cells are runs that exist: KL weight 1e-4 is seed 0 of the
+# "ACVI (ours)" row, KL weight 0 seed 0 of the noise-only row.
+CNNDM_GRID = [
+    ("kl0", "KL weight 0, no Gumbel tail (a learned noise)", _opts(kl_weight=0) + NO_TAIL),
+    ("kl1e-5", "KL weight 1e-5", _opts(kl_weight=1e-5) + NO_TAIL),
+    ("kl1e-4", "KL weight 1e-4", _opts(kl_weight=1e-4) + NO_TAIL),
+    ("kl1e-3", "KL weight 1e-3", _opts(kl_weight=1e-3) + NO_TAIL),
+]
 # "ACVI (ours)": the grid cell chosen by val BLEU only (None: not chosen yet). The tables'
 # ACVI flagfiles (MULTI30K_ACVI, CNNDM_ACVI) hold that cell's flags (a test checks it);
 # on Multi30k its seed 0 is the grid's run. CNN/DM has no grid: it takes Multi30k's choice.
@@ -135,6 +148,42 @@ def same_run(row, seed, runs_root):
     return None
 
 
+def cnndm_row(cell):
+    """The CNN/DM comparison row whose seed 0 a CNN/DM grid cell is, or None."""
+    if cell == OURS["cnndm"]:
+        return "cnndm_acvi"
+    return next((f"cnndm_{system}" for earlier, (system, _) in EARLIER.items()
+                 if grid_flags(earlier) == grid_flags_cnndm(cell)), None)
+
+
+def grid_flags_cnndm(name):
+    return next(extra for cell, _, extra in CNNDM_GRID if cell == name)
+
+
+def val_command(model_dir):
+    """What a CNN/DM grid cell is chosen by: ROUGE on the val articles (results' ``val``)."""
+    return [sys.executable, "-m", "experiments.summarize", "--mode=val", "--noprogress",
+            f"--model_dir={model_dir}"]
+
+
+def todo(cell):
+    """The commands of a cell still to run: its training run unless it finished, then,
+    for a CNN/DM grid cell, its val evaluation unless results.json has one."""
+    name, group, _, argv, model_dir = cell
+    out = [] if done(model_dir) else [argv]
+    if group == "grid_cnndm" and "val" not in _results(model_dir):
+        out.append(val_command(model_dir))
+    return out
+
+
+def _results(model_dir):
+    path = os.path.join(model_dir, "results.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def cells(runs_root):
     """Every run of the study: ``(name, group, description, argv, model_dir)``."""
     out = []
@@ -170,6 +219,16 @@ def cells(runs_root):
             out.append((name, group, f"{about}, seed {seed}",
                         py + [module, f"--flagfile={flagfile}", "--noprogress",
                               f"--model_dir={model_dir}", f"--seed={seed}"] + extra, model_dir))
+    by_name = {c[0]: c for c in out}
+    for name, about, extra in CNNDM_GRID:  # after the seeds: shared runs keep their names
+        row = cnndm_row(name)
+        if row is not None:  # seed 0 of a comparison row: that run and its command
+            argv, model_dir = by_name[f"{row}_s0"][3], by_name[f"{row}_s0"][4]
+        else:
+            model_dir = os.path.join(runs_root, f"cnndm_grid_{name}")
+            argv = py + ["experiments.summarize", f"--flagfile={CNNDM_PAPER}", "--noprogress",
+                         f"--model_dir={model_dir}", "--seed=0", f"--system=acvi_grid_cnndm_{name}"] + extra
+        out.append((f"cnndm_grid_{name}", "grid_cnndm", about, argv, model_dir))
     return out
 
 
@@ -197,12 +256,13 @@ def _shell(argv):
 
 
 def run(selected, parallel, log_dir, stream=None):
-    """Runs the selected cells that are not done, ``parallel`` at a time; returns the
-    number that failed. Each run's output goes to ``log_dir/<name>.log``."""
+    """Runs what the selected cells still need (:func:`todo`), ``parallel`` cells at a
+    time, a cell's commands one after the other; returns the number of cells that failed.
+    Each cell's output goes to ``log_dir/<name>.log``."""
     stream = stream or sys.stdout
     pending, seen = [], set()
     for c in selected:  # a run shared by two cells (grid_paper_elbo) runs once
-        if not done(c[4]) and c[4] not in seen:
+        if todo(c) and c[4] not in seen:
             pending.append(c)
             seen.add(c[4])
     os.makedirs(log_dir, exist_ok=True)
@@ -210,6 +270,13 @@ def run(selected, parallel, log_dir, stream=None):
     if parallel > 1:
         env.update(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1", OMP_NUM_THREADS="1")
     running, failed = [], 0
+
+    def start(cell, log):
+        argv = todo(cell)[0]
+        print(f"=== {time.strftime('%H:%M:%S')} {cell[0]}: {_shell(argv)}", file=stream,
+              flush=True)
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+
     while pending or running:
         while len(running) < parallel:
             ready = [c for c in pending if _source(c[3]) is None or done(_source(c[3]))]
@@ -217,12 +284,8 @@ def run(selected, parallel, log_dir, stream=None):
                 break
             cell = ready[0]
             pending.remove(cell)
-            name, _, _, argv, model_dir = cell
-            log = open(os.path.join(log_dir, f"{name}.log"), "a", encoding="utf-8")
-            print(f"=== {time.strftime('%H:%M:%S')} {name}: {_shell(argv)}", file=stream,
-                  flush=True)
-            running.append((name, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                                   env=env), log))
+            log = open(os.path.join(log_dir, f"{cell[0]}.log"), "a", encoding="utf-8")
+            running.append([cell, start(cell, log), log])
         if not running:  # what is left waits for a warm-start source nobody will train
             for name, *_, argv, _ in pending:
                 print(f"{name}: not run, its --init_from run {_source(argv)} is not done "
@@ -230,14 +293,18 @@ def run(selected, parallel, log_dir, stream=None):
             return failed + len(pending)
         time.sleep(5)
         for item in list(running):
-            name, proc, log = item
-            if proc.poll() is not None:
-                log.close()
-                running.remove(item)
-                status = "done" if proc.returncode == 0 else f"FAILED ({proc.returncode})"
-                failed += proc.returncode != 0
-                print(f"=== {time.strftime('%H:%M:%S')} {name}: {status}", file=stream,
-                      flush=True)
+            cell, proc, log = item
+            if proc.poll() is None:
+                continue
+            if proc.returncode == 0 and todo(cell):  # the cell's next command
+                item[1] = start(cell, log)
+                continue
+            log.close()
+            running.remove(item)
+            status = "done" if proc.returncode == 0 else f"FAILED ({proc.returncode})"
+            failed += proc.returncode != 0
+            print(f"=== {time.strftime('%H:%M:%S')} {cell[0]}: {status}", file=stream,
+                  flush=True)
     return failed
 
 
@@ -262,7 +329,8 @@ def main(argv=None):
     selected = select(cells(args.runs_root), args.only)
     if args.command == "plan":
         for name, group, about, argv_, model_dir in selected:
-            state = "done" if done(model_dir) else "to run"
+            state = ("to run" if not done(model_dir) else
+                     "val to run" if todo((name, group, about, argv_, model_dir)) else "done")
             print(f"[{state}] {name} ({group}): {about}\n    {_shell(argv_)}")
         return 0
     if args.command == "run":

@@ -5,6 +5,7 @@ r"""Abstractive summarization on CNN/DailyMail (Section 4.1, Appendix A, Tables 
     python -m experiments.summarize --mode=lead3 --model_dir=runs/lead3
     python -m experiments.summarize --mode=eval --model_dir=runs/table1_cpu/pg_acvi
     python -m experiments.summarize --mode=duc2004 --model_dir=runs/table1_cpu/pg_acvi
+    python -m experiments.summarize --mode=val --model_dir=runs/table1_cpu/pg_acvi
     python -m experiments.summarize --mode=decode --model_dir=runs/table1_cpu/pg_acvi \
         --input=articles.txt --output=summaries.txt   # one tokenized article a line
     python -m experiments.summarize --mode=export --model_dir=runs/table1_cpu/pg_acvi \
@@ -30,7 +31,9 @@ without "+ coverage"), under ``no_coverage`` in ``results.json``.
 
 Other modes: ``lead3`` (the first three article sentences, same metrics; no
 model), ``duc2004`` (Table 5: decode DUC2004's 500 inputs with a trained model,
-ROUGE recall with Rush et al.'s 75-byte options and 4 references), ``decode``,
+ROUGE recall with Rush et al.'s 75-byte options and 4 references), ``val`` (the
+test evaluation on the first ``--max_eval_pairs`` val articles, under ``val`` in
+``results.json``: what settings are chosen by, never the test set), ``decode``,
 ``export`` (a SavedModel in ``--export_dir``: tokenized articles in, summaries out,
 the pointer's copy of article OOVs and the beam search in the graph;
 :mod:`acvi_tf.export.summarization`).
@@ -64,7 +67,7 @@ from experiments import flags as xflags
 
 FLAGS = flags.FLAGS
 MODULE = "experiments.summarize"
-MODES = xflags.MODES + ("lead3", "duc2004")
+MODES = xflags.MODES + ("lead3", "duc2004", "val")
 
 PROFILES = {
     # Section 4.1, Appendix A (Table 5) and See et al. (2017): 128-d embeddings, one
@@ -204,6 +207,8 @@ def run(model_dir, task, fv=FLAGS):
         write_output(fv.output, [" ".join(w) for w in summaries], task.log, "summaries")
     elif fv.mode == "duc2004":
         task.duc2004(model, step, config, fv.train_steps, model_dir)
+    elif fv.mode == "val":
+        task.validate(model, step, config, fv.train_steps, model_dir)
     else:
         scores = task.evaluator(config, fv.train_steps).evaluate(model, step, model_dir)
         finish_results(model_dir, task.results(scores, config), task.log)
@@ -216,8 +221,8 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = FLAGS
     model_dir = xflags.require_model_dir(fv)
-    # duc2004 reads a trained model exactly as eval does.
-    restore_mode = "eval" if fv.mode == "duc2004" else fv.mode
+    # duc2004 and val read a trained model exactly as eval does.
+    restore_mode = "eval" if fv.mode in ("duc2004", "val") else fv.mode
     saved = xflags.resolve_run_flags(model_dir, restore_mode, PROFILES,
                                      DATA_FLAGS + xflags.MODEL_FLAGS, fv,
                                      module=MODULE)

@@ -344,21 +344,23 @@ class SummarizationEvaluator(Evaluator):
             images["attention_sample_0"] = summaries.attention_image(attention[0])
         return {"scalars": scalars, "texts": texts, "images": images}
 
-    def evaluate(self, model, step, model_dir, suffix=""):
-        """Decodes the test articles; writes decode/reference files; returns the scores."""
-        pairs, examples, report = self.examples("test", self.config.max_eval_pairs)
+    def evaluate(self, model, step, model_dir, suffix="", split="test"):
+        """Decodes the first ``max_eval_pairs`` articles of ``split`` with the final
+        search; writes ``decode_<split><suffix>.txt`` / ``reference_<split>.txt``; returns
+        the scores (``<split>_articles``: how many)."""
+        pairs, examples, report = self.examples(split, self.config.max_eval_pairs)
         watch = runs.Stopwatch()
         coverage = self.coverage_at(step)
         words, _ = self.summarizer(model).summarize(
             examples, self.decode.options(final=True), coverage)
         decode_seconds = watch.seconds()
-        self.log(f"decoded {len(words)} test articles at step {step} (coverage "
+        self.log(f"decoded {len(words)} {split} articles at step {step} (coverage "
                  f"{'on' if coverage else 'off'}) in {decode_seconds:.0f} s")
         # An empty summary scores 0; "." keeps ROUGE's input files non-empty.
         hyp_sents = [summary_sentences(w) or ["."] for w in words]
-        path = os.path.join(model_dir, f"decode_test{suffix}.txt")
+        path = os.path.join(model_dir, f"decode_{split}{suffix}.txt")
         runs.write_lines(path, [" ".join(w) for w in words])
-        runs.write_lines(os.path.join(model_dir, "reference_test.txt"),
+        runs.write_lines(os.path.join(model_dir, f"reference_{split}.txt"),
                          [" ".join(p.abstract_sents) for p in pairs])
         scores = score_summaries(hyp_sents, [p.abstract_sents for p in pairs],
                                  self.config.meteor, self.log)
@@ -370,8 +372,8 @@ class SummarizationEvaluator(Evaluator):
             scores["sampled_diversity"] = sampled = self.sampled_diversity(
                 model, examples, coverage)
             self.log(diversity.format_per_source(sampled, "article"))
+        scores.update({f"{split}_articles": len(pairs), f"{split}_data_report": report})
         scores.update(steps=step, coverage=coverage, decode_file=path,
-                      test_articles=len(pairs), test_data_report=report,
                       decode_seconds=decode_seconds, eval_wall_time_sec=watch.seconds())
         return scores
 
@@ -541,6 +543,15 @@ class SummarizationTask(Task):
         return export_lib.export(model, self.vocab, self.decode.options(final=True), coverage,
                                  self.config.max_enc_steps, model_dir, export_dir, step,
                                  self.log)
+
+    def validate(self, model, step, model_config, train_steps, model_dir):
+        """``--mode=val``: the test evaluation's decode and metrics on the first
+        ``max_eval_pairs`` val articles, for choosing settings without the test set.
+        Stored under ``val`` in results.json; the test fields are left as they are."""
+        scores = self.evaluator(model_config, train_steps).evaluate(model, step, model_dir,
+                                                                    split="val")
+        scores.update(command=self.run.command, decode=self.decode.options(final=True))
+        return runs.update_results(model_dir, val=scores)
 
     def duc2004(self, model, step, model_config, train_steps, model_dir):
         """Table 5: a CNN/DM model summarizes DUC2004's 500 inputs; ROUGE recall at 75 bytes."""

@@ -55,6 +55,46 @@ def test_run_skips_done_cells_and_waits_for_warm_start_sources(tmp_path, capsys)
     assert acvi_study.run(warm, 1, str(tmp_path / "logs")) == 0  # done: nothing runs
 
 
+def test_a_cnndm_grid_cell_trains_then_scores_val_and_existing_runs_only_score_val(
+        tmp_path, monkeypatch, capsys):
+    import sys
+    cells = acvi_study.cells(str(tmp_path))
+    grid = {c[0]: c for c in cells if c[1] == "grid_cnndm"}
+    assert set(grid) == {f"cnndm_grid_{n}" for n, _, _ in acvi_study.CNNDM_GRID}
+    dirs = {c[0]: c[4] for c in cells}
+    # the grid's KL weight 1e-4 and 0 are seed 0 of the "ours" and noise-only rows
+    assert grid["cnndm_grid_kl1e-4"][4] == dirs["cnndm_acvi_s0"]
+    assert grid["cnndm_grid_kl0"][4] == dirs["cnndm_acvi_noise_only_s0"]
+    assert "--system=acvi_grid_cnndm_kl1e-3" in grid["cnndm_grid_kl1e-3"][3]
+    # a stand-in for training (writes results.json) and for --mode=val (adds "val")
+    train = ("import json, os, sys; os.makedirs(sys.argv[1], exist_ok=True); "
+             "json.dump({'rouge': {'rouge_1': 30.0}}, open(sys.argv[1] + '/results.json', 'w'))")
+    val = ("import json, sys; p = sys.argv[1] + '/results.json'; r = json.load(open(p)); "
+           "r['val'] = {'rouge': {'rouge_1': 25.0}}; json.dump(r, open(p, 'w'))")
+    monkeypatch.setattr(acvi_study, "val_command", lambda d: [sys.executable, "-c", val, d])
+    new = ("cnndm_grid_x", "grid_cnndm", "x", [sys.executable, "-c", train, str(tmp_path / "x")],
+           str(tmp_path / "x"))
+    assert acvi_study.todo(new) == [new[3], acvi_study.val_command(new[4])]
+    assert acvi_study.run([new], 1, str(tmp_path / "logs")) == 0
+    with open(tmp_path / "x" / "results.json") as f:
+        assert json.load(f) == {"rouge": {"rouge_1": 30.0}, "val": {"rouge": {"rouge_1": 25.0}}}
+    out = capsys.readouterr().out
+    assert out.count("cnndm_grid_x: /") == 2 and "cnndm_grid_x: done" in out
+    assert acvi_study.todo(new) == []
+    # a finished run is not trained again: only its val score runs
+    old = ("cnndm_grid_y", "grid_cnndm", "y", [sys.executable, "-c", "raise SystemExit(3)"],
+           str(tmp_path / "y"))
+    os.makedirs(old[4])
+    with open(os.path.join(old[4], "results.json"), "w") as f:
+        json.dump({"rouge": {"rouge_1": 29.0}}, f)
+    assert acvi_study.run([old], 1, str(tmp_path / "logs")) == 0
+    # a failed training run gets no val score and counts as failed
+    bad = ("cnndm_grid_z", "grid_cnndm", "z", [sys.executable, "-c", "raise SystemExit(3)"],
+           str(tmp_path / "z"))
+    assert acvi_study.run([bad], 1, str(tmp_path / "logs")) == 1
+    assert "FAILED (3)" in capsys.readouterr().out
+
+
 def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
     root = tmp_path / "runs"
     refs = ["a b c d", "e f g h", "i j k l"]
@@ -65,6 +105,14 @@ def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
                   ["a b c x", "e f x h", "i x k l"])
     _fake_run(dirs["grid_paper_elbo"], 8.0, 7.5, 0.02, ["a x x x", "e x x x", "x x x l"])
     _fake_run(dirs["grid_noise_only"], 27.0, 28.0, 2000.0, refs)
+    for cell, val in (("cnndm_grid_kl1e-3", 24.5), ("cnndm_grid_kl0", 26.25)):
+        _fake_run(dirs[cell], 0.0, 0.0, 1.0, ["x"])
+        with open(os.path.join(dirs[cell], "results.json")) as f:
+            r = json.load(f)
+        r.update(rouge={"rouge_1": 29.0}, val={"rouge": {"rouge_1": val, "rouge_2": 5.0,
+                                                         "rouge_l": 20.0}})
+        with open(os.path.join(dirs[cell], "results.json"), "w") as f:
+            json.dump(r, f)
     monkeypatch.setattr(acvi_study_report, "references", lambda split: refs)
     out = tmp_path / "results" / "acvi_study.md"
     out.parent.mkdir()
@@ -73,6 +121,8 @@ def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
     text = out.read_text()
     assert "| noise_only |" in text and "27.00" in text
     assert "Best cell by val BLEU so far: **noise_only**" in text
+    assert "Best cell by val ROUGE-1 so far: **kl0** (26.25)" in text
+    assert "| kl1e-5 | KL weight 1e-5 | not run yet |" in text
     assert "2026-11-23: a note by hand" in text and "old\n" not in text
     assert "p = " in text  # paper ELBO vs soft: one seed pair
     data = json.loads((tmp_path / "results" / "acvi_study.json").read_text())

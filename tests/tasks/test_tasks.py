@@ -125,7 +125,11 @@ def test_captioning_on_synthetic_features(tmp_path, monkeypatch):
 
 
 def test_summarization_phases_coverage_and_lead3(tmp_path, monkeypatch):
-    from acvi_tf.tasks.summarization import SummarizationConfig, SummarizationTask, system_of
+    from acvi_tf import runs
+    from acvi_tf.metrics import rouge
+    from acvi_tf.tasks.summarization import (SummarizationConfig, SummarizationTask,
+                                             percent_rouge, read_pairs, summary_sentences,
+                                             system_of)
     from tests.experiments.test_summarize import _write_mirror as _write_cnndm
     monkeypatch.setenv("ACVI_DATA_MIRROR", _write_cnndm(str(tmp_path / "mirror")))
     monkeypatch.setenv("ACVI_DATA_DIR", str(tmp_path / "data"))
@@ -161,6 +165,19 @@ def test_summarization_phases_coverage_and_lead3(tmp_path, monkeypatch):
     results = task.results(scores, model_config, extra=info)
     assert results["task"] == "summarize" and results["head"] == "pointer"
     assert {"rouge_1", "rouge_2", "rouge_l"} <= set(results["rouge"])
+    assert scores["test_articles"] == 4
+    # --mode=val: the same decode and ROUGE on the val articles, under "val"; the test
+    # scores already in results.json stay.
+    runs.save_json(os.path.join(model_dir, "results.json"), results)
+    saved = task.validate(model, 3, model_config, 3, model_dir)
+    assert saved["rouge"] == results["rouge"] and saved["val"]["val_articles"] == 4
+    val_pairs, _ = read_pairs("val", 4)
+    with open(os.path.join(model_dir, "reference_val.txt"), encoding="utf-8") as f:
+        assert f.read().splitlines() == [" ".join(p.abstract_sents) for p in val_pairs]
+    with open(os.path.join(model_dir, "decode_val.txt"), encoding="utf-8") as f:
+        val_hyps = [summary_sentences(line.split()) or ["."] for line in f.read().splitlines()]
+    want = percent_rouge(rouge.rouge_cnndm(val_hyps, [p.abstract_sents for p in val_pairs]))
+    assert saved["val"]["rouge"] == want
     lead = task.lead3(str(tmp_path / "lead3"))
     assert lead["system"] == "lead-3" and lead["head"] is None
 
