@@ -71,6 +71,11 @@ GRID = [
     ("kl_mean", "kl_reduce=mean (KL / D), KL weight 1", _opts(kl_reduce="mean") + NO_TAIL),
     ("warm_start", "warm start from soft attention (seed 0), KL weight 1e-3",
      ["--init_from={runs_root}/multi30k_soft_s0"] + _opts(kl_weight=1e-3) + NO_TAIL),
+    # The warm start's control (added 2026-11-25): its training budget (the soft run's
+    # 2,500 steps, then 2,500 more from a fresh optimizer) with soft attention throughout.
+    ("warm_start_soft", "control of warm_start: soft attention warm-started from the same "
+     "soft run, 2,500 more steps", ["--init_from={runs_root}/multi30k_soft_s0",
+                                    "--attention=soft"] + NO_TAIL),
     ("sigma_relu", "the ICLR sigma-network (log sigma^2 = ReLU(Wh + b)), KL weight 1",
      _opts(sigma_net="relu") + NO_TAIL),
     ("prior_mean_kl1", "prior N(h_bar, I), KL weight 1", _opts(prior="mean_encoder") + NO_TAIL),
@@ -114,6 +119,8 @@ def _system(cell):
         return []  # the flagfile's --system=acvi_paper_elbo
     if cell == OURS["multi30k"]:
         return ["--system=acvi"]
+    if cell == "warm_start_soft":
+        return ["--system=soft_grid_warm_start"]
     if cell in EARLIER:
         return [f"--system={EARLIER[cell][0]}"]
     return [f"--system=acvi_grid_{cell}"]

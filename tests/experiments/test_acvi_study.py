@@ -44,6 +44,11 @@ def test_plan_names_every_cell_and_only_keeps_the_order(tmp_path):
     assert system["grid_kl1e-3"] == ["--system=acvi_grid_kl1e-3"]
     warm = next(c for c in cells if c[0] == "grid_warm_start")
     assert acvi_study._source(warm[3]) == dirs["multi30k_soft_s0"]
+    control = next(c for c in cells if c[0] == "grid_warm_start_soft")  # the same source
+    assert acvi_study._source(control[3]) == dirs["multi30k_soft_s0"]
+    assert acvi_study.cell_system(control[3]) == "soft_grid_warm_start"
+    assert control[3].index("--attention=soft") > control[3].index(
+        f"--flagfile={acvi_study.MULTI30K_PAPER}")  # overrides the flagfile's acvi
 
 
 def test_run_skips_done_cells_and_waits_for_warm_start_sources(tmp_path, capsys):
