@@ -180,7 +180,7 @@ def best_hypothesis_decoder(model, input_signature, beam_width=1, max_length=50,
         return decoding.best_hypothesis(out, beam_width)
 
     signature = [input_signature] + ([tf.TensorSpec([], tf.int32)] if seeded else [])
-    return tf.function(decode, input_signature=signature)
+    return tf.function(decode, input_signature=signature, autograph=False)
 
 
 def sampling_components(model):

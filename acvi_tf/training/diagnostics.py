@@ -43,7 +43,7 @@ class DevDiagnostics:
             self._fns[key] = tf.function(
                 lambda b: model.loss_terms(b, training=False, zero_context=zero_context,
                                            diagnostics=True),
-                reduce_retracing=True)
+                reduce_retracing=True, autograph=False)
         return self._fns[key]
 
     def __call__(self, model, batches, mode_key=None):

@@ -323,7 +323,8 @@ class Trainer:
                 signature = ({k: tf.TensorSpec([None] * v.shape.rank, v.dtype)
                               for k, v in batch.items()}, tf.TensorSpec([], tf.int64))
             self._train_fns[key] = tf.function(train_step, jit_compile=self.config.jit_compile,
-                                               reduce_retracing=True, input_signature=signature)
+                                               reduce_retracing=True, input_signature=signature,
+                                               autograph=False)
         return self._train_fns[key]
 
     def _distribute(self, batch):

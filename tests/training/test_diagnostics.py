@@ -1,5 +1,6 @@
 """The run diagnostics (acvi_tf.training.diagnostics) against direct computations."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -11,6 +12,7 @@ V, E, U = 12, 8, 8
 
 
 def _model(attention="soft", **options):
+    keras.utils.set_random_seed(0)  # the same fresh model whatever ran before in the worker
     model = Seq2Seq(ModelConfig(src_vocab_size=V, tgt_vocab_size=V, embed_dim=E,
                                 encoder_units=U // 2, decoder_units=U, attention_units=U,
                                 head_units=U, score="multiplicative", attention=attention,
