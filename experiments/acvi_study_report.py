@@ -292,6 +292,10 @@ def write(runs_root, cells, out):
         best = max(cnndm_summ, key=lambda x: x[1]["val_rouge1"])
         lines += ["", f"Best cell by val ROUGE-1 so far: **{best[0]}** "
                   f"({_fmt(best[1]['val_rouge1'])})."]
+        row = _study.cnndm_row(best[0])
+        label = dict(ROWS).get(row.removeprefix("cnndm_")) if row else None
+        if label:
+            lines[-1] += f" Its three seeds are the row \"{label}\" below."
     lines += ["", "Commands (training; each then `python -m experiments.summarize --mode=val "
               "--model_dir=<its model_dir>`):", ""]
     for name, s in cnndm_summ:

@@ -10,6 +10,7 @@ SYSTEM_NAMES = {"soft": "Baseline (soft attention)", "structured": "Structured a
            "variational": "Variational attention (Deng et al. 2018)",
            "ved": "VED (Bahuleyan et al. 2018)", "acvi": "ACVI",
            "acvi_paper_elbo": "ACVI, the paper's ELBO (Eq. 22 taken literally)",
+           "acvi_noise_only": "ACVI, KL weight 0 (a learned noise; no ELBO)",
            "transformer": "Transformer (Vaswani et al. 2017)",
            "gaussian": "Gaussian attention, N(0, I) prior (Bahuleyan et al. 2018)",
            "gaussian_mean_prior": "Gaussian attention, N(h̄, I) prior (Bahuleyan et al. 2018)",

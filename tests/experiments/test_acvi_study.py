@@ -126,7 +126,7 @@ def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
     text = out.read_text()
     assert "| noise_only |" in text and "27.00" in text
     assert "Best cell by val BLEU so far: **noise_only**" in text
-    assert "Best cell by val ROUGE-1 so far: **kl0** (26.25)" in text
+    assert "Best cell by val ROUGE-1 so far: **kl0** (26.25). Its three seeds are the row" in text
     assert "| kl1e-5 | KL weight 1e-5 | not run yet |" in text
     assert "2026-11-23: a note by hand" in text and "old\n" not in text
     assert "p = " in text  # paper ELBO vs soft: one seed pair
