@@ -92,8 +92,8 @@ def format_diversity(scores):
             f"distinct-2 {scores['distinct_2']:.3f}")
 
 
-def format_per_source(scores, source="source"):
+def format_per_source(scores, source="source", split="test"):
     """The report line of :func:`per_source_diversity` scores of sampled decodes."""
-    return (f"test diversity of {scores['samples']} sampled decodes per {source} (first "
+    return (f"{split} diversity of {scores['samples']} sampled decodes per {source} (first "
             f"{scores['groups']} {source}s, Bahuleyan et al.'s protocol): "
             f"{format_diversity(scores)}")

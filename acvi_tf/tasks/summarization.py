@@ -371,7 +371,7 @@ class SummarizationEvaluator(Evaluator):
         if self.decode.diversity_samples:
             scores["sampled_diversity"] = sampled = self.sampled_diversity(
                 model, examples, coverage)
-            self.log(diversity.format_per_source(sampled, "article"))
+            self.log(diversity.format_per_source(sampled, "article", split))
         scores.update({f"{split}_articles": len(pairs), f"{split}_data_report": report})
         scores.update(steps=step, coverage=coverage, decode_file=path,
                       decode_seconds=decode_seconds, eval_wall_time_sec=watch.seconds())

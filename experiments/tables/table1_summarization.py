@@ -187,7 +187,8 @@ TABLE1_CPU_RUNS = [("lead3", None, ["--mode=lead3", "--profile=cpu"])] + [
     for n in ("pg_soft", "pg_acvi", "seq2seq_20k", "seq2seq_60k") + TABLE1_BASELINES] + [
     ("pg_acvi_paper_elbo", "study/table1_cpu_pg_acvi_paper_elbo.flags", ["--noprogress"]),
     ("pg_acvi_noise_only", "study/table1_cpu_pg_acvi_noise_only.flags", ["--noprogress"])]
-# Where the paper's ACVI rows sit, the CPU table adds the paper-ELBO rows right after them.
+# Where the paper's ACVI rows sit, the CPU table adds the paper-ELBO and KL-weight-0 rows
+# right after them.
 _ACVI_COVERAGE = next(i for i, (k, _, _) in enumerate(PAPER_TABLE1) if k[:3] == ("acvi", "pointer",
                                                                                     True))
 # The plain seq2seq rows at CPU scale: the vocabularies scaled as the cpu profile scales

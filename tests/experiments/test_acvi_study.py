@@ -115,7 +115,8 @@ def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
         with open(os.path.join(dirs[cell], "results.json")) as f:
             r = json.load(f)
         r.update(rouge={"rouge_1": 29.0}, val={"rouge": {"rouge_1": val, "rouge_2": 5.0,
-                                                         "rouge_l": 20.0}})
+                                                         "rouge_l": 20.0}, "val_articles": 500,
+                                               "decode": {"beam_width": 4, "min_length": 17}})
         with open(os.path.join(dirs[cell], "results.json"), "w") as f:
             json.dump(r, f)
     monkeypatch.setattr(acvi_study_report, "references", lambda split: refs)
