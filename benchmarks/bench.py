@@ -319,7 +319,9 @@ class TrainRun:
         self.python_step = make_train_step(self.model, self.optimizer)
         self.module_name = _module_name(self.size_name, self.variant)
         self.python_step.__name__ = self.module_name  # names the XLA module (HLO dump)
-        self.fn = tf.function(self.python_step, jit_compile=self.xla)
+        # autograph off, as in the Trainer: the step has no tensor-dependent Python control
+        # flow, and converting it costs seconds of tracing per variant.
+        self.fn = tf.function(self.python_step, jit_compile=self.xla, autograph=False)
         self._calls = 0
 
     def _call(self):
@@ -351,7 +353,7 @@ class TrainRun:
         import tensorflow as tf
         text = _dumped_hlo(dump_dir, self.module_name) if self.xla else None
         if text is None:
-            fn = tf.function(self.python_step, jit_compile=True)
+            fn = tf.function(self.python_step, jit_compile=True, autograph=False)
             text = fn.experimental_get_compiler_ir(
                 self.batch, tf.constant(0, tf.int32))(stage="optimized_hlo")
         return text
@@ -477,7 +479,8 @@ def run_beam(size_name, size, variant, model, xla, reps, seed):
         # steps (random weights would end most hypotheses at once), a fixed workload.
         fn = tf.function(functools.partial(model.decode, beam_width=size.beam_width,
                                            max_length=size.beam_max_length,
-                                           min_length=size.beam_max_length), jit_compile=xla)
+                                           min_length=size.beam_max_length), jit_compile=xla,
+                         autograph=False)
         t0 = _now()
         lengths = fn({"src": src})["lengths"].numpy()
         rec["first_call_s"] = _now() - t0

@@ -9,7 +9,7 @@ def train_per_token(model, batch_at, steps, lr=0.02, seed=0):
     returns every term per token, one dict of floats per step."""
     opt = keras.optimizers.Adam(lr)
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def step(batch, s):
         with tf.GradientTape() as tape:
             terms = model.loss_terms(batch, training=True, seed=s)

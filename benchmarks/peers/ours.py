@@ -34,7 +34,8 @@ def setup(path):
     optimizer = make_optimizer(TrainConfig(model_dir="", optimizer="sgd",
                                            learning_rate=size.learning_rate))
     optimizer.build(model.trainable_variables)
-    step_fn = tf.function(make_train_step(model, optimizer, clip_norm=size.clip_norm))
+    step_fn = tf.function(make_train_step(model, optimizer, clip_norm=size.clip_norm),
+                          autograph=False)
     batches = [{k: tf.constant(arrays[k][i]) for k in ("src", "tgt_in", "tgt_out")}
                for i in range(len(arrays["src"]))]
     calls = [0]
@@ -47,7 +48,7 @@ def setup(path):
 
     beam_fn = tf.function(functools.partial(
         model.decode, beam_width=size.beam_width, max_length=size.beam_max_length,
-        min_length=size.beam_max_length))
+        min_length=size.beam_max_length), autograph=False)
     beam_src = {"src": tf.constant(arrays["beam_src"])}
 
     def beam():

@@ -413,7 +413,7 @@ def test_compiled_matches_eager(jit_compile):
     max_length, beam_width = 5, 3
     model = ToyModel.random(seed=8, batch=3, max_length=max_length)
 
-    @tf.function(jit_compile=jit_compile)
+    @tf.function(jit_compile=jit_compile, autograph=False)
     def decode(h0):
         state = {"time": tf.constant(0), "rnn": (h0, tf.zeros_like(h0))}
         start = tf.fill(tf.shape(h0)[:1], START)
@@ -436,7 +436,7 @@ def test_unknown_batch_size_in_graph():
     max_length = 4
     model = ToyModel.random(seed=9, batch=2, max_length=max_length)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, VOCAB], tf.float32)])
+    @tf.function(input_signature=[tf.TensorSpec([None, VOCAB], tf.float32)], autograph=False)
     def decode(h0):
         state = {"time": tf.constant(0), "rnn": (h0, tf.zeros_like(h0))}
         start = tf.fill(tf.shape(h0)[:1], START)

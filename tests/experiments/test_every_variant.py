@@ -295,11 +295,12 @@ def summarize_task():
 # ---------------------------------------------------------------------------
 
 def _train(config, fv, train_data, modes_at=None):
-    """``TRAIN_STEPS`` steps of the Trainer's step (``Trainer._replica_step`` on one
-    device: the objective per target token, global-norm clipping, Adam), one traced
+    """``TRAIN_STEPS`` steps of the Trainer's step (:func:`acvi_tf.training.step.train_step`
+    on one device: the objective per target token, global-norm clipping, Adam), one traced
     function per mode, as the Trainer does; every logged term must be finite."""
     import keras
     import tensorflow as tf
+    from acvi_tf.training.step import train_step
     from acvi_tf.utils.ops import fold_seed
     model = build_model(config)
     optimizer = keras.optimizers.Adam(fv.learning_rate)
@@ -308,18 +309,8 @@ def _train(config, fv, train_data, modes_at=None):
     def step_fn(modes):
         def step(batch, seed):
             model.set_mode(**modes)  # read when traced, as in the Trainer
-            with tf.GradientTape() as tape:
-                terms = model.loss_terms(batch, training=True, seed=seed)
-                loss = terms["objective"] / tf.maximum(terms["num_tokens"], 1.0)
-            grads = tape.gradient(loss, model.trainable_variables)
-            grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-                     for g, v in zip(grads, model.trainable_variables)]
-            grads, norm = tf.clip_by_global_norm(grads, fv.clip_norm or 1e9)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            out = {k: v / tf.maximum(terms["num_tokens"], 1.0) for k, v in terms.items()
-                   if k != "num_tokens"}
-            return dict(out, loss=loss, grad_norm=norm)
-        return tf.function(step)
+            return train_step(model, optimizer, batch, seed, clip_norm=fv.clip_norm)
+        return tf.function(step, autograph=False)
 
     data = iter(train_data(None))
     for i in range(TRAIN_STEPS):
@@ -341,7 +332,7 @@ def _beam_decode(model, batch, spec, coverage, fv):
     if coverage is not None:
         model.set_mode(coverage=coverage)  # read when the decoder is traced (as Summarizer)
 
-    @tf.function(input_signature=[spec])
+    @tf.function(input_signature=[spec], autograph=False)
     def decode(b):
         return model.decode(b, beam_width=BEAM, max_length=fv.decode_max_length,
                             min_length=fv.min_length,
