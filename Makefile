@@ -40,9 +40,15 @@ demo:  ## a short Multi30k En->De run of soft and acvi (+ copy baseline) -> resu
 # The CPU-scale targets run the paper's comparison (soft vs acvi) by default; ONLY=all adds
 # every baseline row (structured, variational, VED, Transformer; ~40 min each on 2 cores),
 # ONLY=name,name picks runs (names: `python -m experiments.tables run <table> --dry_run ...`).
+# SEEDS=0,1,2 runs each once per seed; PARALLEL=2 runs two at a time, one thread each (on 2
+# cores faster than one after the other; output in <runs_root>/logs). Finished runs are
+# archived under results/<table>/runs/, and the table renders from both.
+SEEDS ?= 0
+PARALLEL ?= 1
+TABLE_ARGS = --seeds $(SEEDS) --parallel $(PARALLEL)
 table4-cpu: ONLY ?= multi30k_copy,multi30k_soft,multi30k_acvi,multi30k_acvi_paper_elbo
 table4-cpu:  ## Table 4 at CPU scale: Multi30k En->De soft vs acvi (~30 min each; ONLY=all adds the baselines) -> results/table4_cpu.md
-	$(PYTHON) -m experiments.tables run table4-cpu --only $(ONLY) --runs_root runs/table4_cpu --out results/table4_cpu.md
+	$(PYTHON) -m experiments.tables run table4-cpu --only $(ONLY) --runs_root runs/table4_cpu --out results/table4_cpu.md $(TABLE_ARGS)
 
 table4:  ## Table 4, paper profile, every row and direction (needs the full IWSLT/WMT data and a GPU)
 	$(PYTHON) -m experiments.tables run table4 --runs_root runs/table4 --out results/table4.md
@@ -55,7 +61,7 @@ table3-smoke:  ## Table 3 path on real MSVD captions + SYNTHETIC features (minut
 
 table3-cpu: ONLY ?= soft,acvi
 table3-cpu:  ## Table 3 at CPU scale, soft vs acvi (ONLY=all adds the baselines; needs real GoogLeNet features: see README) -> results/table3_cpu.md
-	$(PYTHON) -m experiments.tables run table3-cpu --only $(ONLY) --runs_root runs/table3_cpu --out results/table3_cpu.md
+	$(PYTHON) -m experiments.tables run table3-cpu --only $(ONLY) --runs_root runs/table3_cpu --out results/table3_cpu.md $(TABLE_ARGS)
 
 table3:  ## Table 3, paper profile, SA/structured/variational/VED/gaussian/ACVI (needs real GoogLeNet features and a GPU)
 	$(PYTHON) -m experiments.tables run table3 --runs_root runs/table3 --out results/table3.md
@@ -65,7 +71,7 @@ lead3:  ## lead-3 baseline on all local CNN/DM test chunks, ROUGE + METEOR (minu
 
 table1-cpu: ONLY ?= lead3,pg_soft,pg_acvi,pg_acvi_paper_elbo
 table1-cpu:  ## Table 1/2 at CPU scale: pointer-generator soft vs acvi (ours and the paper ELBO; +coverage) and lead-3 (ONLY=all adds the baselines) -> results/table1_cpu.md
-	$(PYTHON) -m experiments.tables run table1-cpu --only $(ONLY) --runs_root runs/table1_cpu --out results/table1_cpu.md
+	$(PYTHON) -m experiments.tables run table1-cpu --only $(ONLY) --runs_root runs/table1_cpu --out results/table1_cpu.md $(TABLE_ARGS)
 
 table1:  ## Table 1/2, paper profile (needs all 287,227 CNN/DM training pairs and a GPU; else says what to get)
 	$(PYTHON) -m experiments.tables run table1 --runs_root runs/table1 --out results/table1.md
@@ -73,4 +79,4 @@ table1:  ## Table 1/2, paper profile (needs all 287,227 CNN/DM training pairs an
 TABLE5_MODELS ?= runs/table1_cpu
 table5: ONLY ?= pg_soft,pg_acvi
 table5:  ## Table 5: DUC2004 with the Table 1 models in TABLE5_MODELS (default the CPU-scale soft and acvi runs; ONLY=all for every row) -> results/table5.md
-	$(PYTHON) -m experiments.tables run table5 --only $(ONLY) --runs_root $(TABLE5_MODELS) --out results/table5.md
+	$(PYTHON) -m experiments.tables run table5 --only $(ONLY) --runs_root $(TABLE5_MODELS) --out results/table5.md $(TABLE_ARGS)

@@ -11,9 +11,12 @@ MODELS = Registry("model")
 
 
 def _register_all():
-    from acvi_tf.models import seq2seq, transformer  # noqa: F401  (registers "transformer")
+    # Registered here, not by decorators in the model modules: they would import this
+    # package back (an import circle).
     if "seq2seq" not in MODELS:
+        from acvi_tf.models import seq2seq, transformer
         MODELS.register("seq2seq")(seq2seq.Seq2Seq)
+        MODELS.register("transformer")(transformer.Transformer)
 
 
 def model_names():

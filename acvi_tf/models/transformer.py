@@ -25,7 +25,6 @@ import keras
 import tensorflow as tf
 
 from acvi_tf.decoding.greedy import write_time
-from acvi_tf.models import MODELS
 from acvi_tf.models.heads import HEADS
 from acvi_tf.models.seq2seq import Seq2Seq
 from acvi_tf.utils.ops import dropout, fold_seed, masked_softmax, sequence_mask
@@ -181,7 +180,6 @@ class DecoderLayer(TransformerLayer):
         return x, context, probs, cache
 
 
-@MODELS.register("transformer")
 class Transformer(keras.Model):
     """Encoder-decoder Transformer with the public interface of ``Seq2Seq``.
 

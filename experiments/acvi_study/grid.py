@@ -1,30 +1,11 @@
-r"""The ACVI study (issue 10): an ablation grid and a seeds comparison at CPU scale.
+"""The ACVI study's runs: the ablation grid, the CNN/DM grid and the seeds comparison,
+each a command of a task CLI (:func:`cells`), and what a run still needs (:func:`todo`)."""
 
-Every cell is one run of ``experiments.translate`` (Multi30k En->De, the table4-cpu
-profile) or ``experiments.summarize`` (CNN/DM, the table1-cpu profile) with a few
-flags changed from the row's flagfile. Finished runs (a ``results.json``) are skipped,
-interrupted ones resume from their last checkpoint, so ``run`` can be stopped and
-started again at will::
-
-    python -m experiments.acvi_study plan                      # every cell and its command
-    python -m experiments.acvi_study run --runs_root runs/acvi_study --only grid
-    python -m experiments.acvi_study run --runs_root runs/acvi_study --parallel 2 \
-        --only noise_only,small_sigma_kl1e-3
-    python -m experiments.acvi_study report --runs_root runs/acvi_study   # -> results/
-
-``--parallel N`` runs N cells at once with one intra-op thread each (on 2 cores, two
-single-threaded LSTM runs train faster together than one run on both cores; training
-minutes of such runs are not comparable with runs alone). ``--only`` takes cell names
-and the group names ``grid``, ``seeds_multi30k`` and ``seeds_cnndm``.
-"""
-
-import argparse
 import json
 import os
-import shlex
-import subprocess
 import sys
-import time
+
+from experiments.jobs import Job, finished as done
 
 MULTI30K_ACVI = "experiments/configs/table4cpu_multi30k_acvi.flags"  # ACVI (ours), once chosen
 MULTI30K_PAPER = "experiments/configs/study/table4cpu_multi30k_acvi_paper_elbo.flags"
@@ -258,98 +239,17 @@ def select(all_cells, only):
     return out
 
 
-def done(model_dir):
-    return os.path.exists(os.path.join(model_dir, "results.json"))
-
-
-def _shell(argv):
-    return " ".join(shlex.quote(a) for a in argv)
-
-
-def run(selected, parallel, log_dir, stream=None):
-    """Runs what the selected cells still need (:func:`todo`), ``parallel`` cells at a
-    time, a cell's commands one after the other; returns the number of cells that failed.
-    Each cell's output goes to ``log_dir/<name>.log``."""
-    stream = stream or sys.stdout
-    pending, seen = [], set()
-    for c in selected:  # a run shared by two cells (grid_paper_elbo) runs once
-        if todo(c) and c[4] not in seen:
-            pending.append(c)
-            seen.add(c[4])
-    os.makedirs(log_dir, exist_ok=True)
-    env = dict(os.environ)
-    if parallel > 1:
-        env.update(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1", OMP_NUM_THREADS="1")
-    running, failed = [], 0
-
-    def start(cell, log):
-        argv = todo(cell)[0]
-        print(f"=== {time.strftime('%H:%M:%S')} {cell[0]}: {_shell(argv)}", file=stream,
-              flush=True)
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-
-    while pending or running:
-        while len(running) < parallel:
-            ready = [c for c in pending if _source(c[3]) is None or done(_source(c[3]))]
-            if not ready:
-                break
-            cell = ready[0]
-            pending.remove(cell)
-            log = open(os.path.join(log_dir, f"{cell[0]}.log"), "a", encoding="utf-8")
-            running.append([cell, start(cell, log), log])
-        if not running:  # what is left waits for a warm-start source nobody will train
-            for name, *_, argv, _ in pending:
-                print(f"{name}: not run, its --init_from run {_source(argv)} is not done "
-                      f"(run it first)", file=stream)
-            return failed + len(pending)
-        time.sleep(5)
-        for item in list(running):
-            cell, proc, log = item
-            if proc.poll() is None:
-                continue
-            if proc.returncode == 0 and todo(cell):  # the cell's next command
-                item[1] = start(cell, log)
-                continue
-            log.close()
-            running.remove(item)
-            status = "done" if proc.returncode == 0 else f"FAILED ({proc.returncode})"
-            failed += proc.returncode != 0
-            print(f"=== {time.strftime('%H:%M:%S')} {cell[0]}: {status}", file=stream,
-                  flush=True)
-    return failed
-
-
 def _source(argv):
     """The ``--init_from`` run directory of a command, or None."""
     return next((a.split("=", 1)[1] for a in argv if a.startswith("--init_from=")), None)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("plan", "run", "report"):
-        p = sub.add_parser(name)
-        p.add_argument("--runs_root", default="runs/acvi_study")
-        p.add_argument("--only", default="", help="cells or groups, comma-separated")
-        if name == "run":
-            p.add_argument("--parallel", type=int, default=1)
-        if name == "report":
-            p.add_argument("--out", default="results/acvi_study.md")
-    args = parser.parse_args(argv)
-    selected = select(cells(args.runs_root), args.only)
-    if args.command == "plan":
-        for name, group, about, argv_, model_dir in selected:
-            state = ("to run" if not done(model_dir) else
-                     "val to run" if todo((name, group, about, argv_, model_dir)) else "done")
-            print(f"[{state}] {name} ({group}): {about}\n    {_shell(argv_)}")
-        return 0
-    if args.command == "run":
-        return 1 if run(selected, max(1, args.parallel),
-                        os.path.join(args.runs_root, "logs")) else 0
-    from experiments import acvi_study_report
-    return acvi_study_report.write(args.runs_root, cells(args.runs_root), args.out)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def jobs(selected):
+    """The selected cells as :class:`experiments.jobs.Job`\ s; a run shared by two cells
+    (the paper's ELBO: a grid cell and seed 0 of its row) is one job."""
+    out, seen = [], set()
+    for cell in selected:
+        if cell[4] not in seen:
+            seen.add(cell[4])
+            out.append(Job(cell[0], lambda cell=cell: todo(cell), waits_for=_source(cell[3])))
+    return out

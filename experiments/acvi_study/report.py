@@ -1,4 +1,4 @@
-"""results/acvi_study.{md,json} and its plots, from the study's runs (experiments/acvi_study.py).
+"""results/acvi_study.{md,json} and its plots, from the study's runs (:mod:`.grid`).
 
 Every finished run's small files (``results.json``, ``history.jsonl`` and the dev/test
 decodes) are archived under ``results/acvi_study/runs/<cell>/``; the report is built from
@@ -12,72 +12,21 @@ Text below the line ``NOTES_MARKER`` in the existing markdown is kept (notes by 
 import json
 import math
 import os
-import shutil
 
 import numpy as np
 
 from acvi_tf.runs import NOTES_MARKER, load_json, write_report  # noqa: F401 (NOTES_MARKER: tests)
-from experiments import acvi_study as _study
+from experiments.acvi_study import grid as _study
+from experiments.archive import ROUGE_ITEMS, archive, read_lines
 from experiments.tables.curves import plot_rows, read_history
 
-ARCHIVED = ("results.json", "history.jsonl", "decode_dev.txt", "decode_test.txt",
-            "decode_val.txt", "flags.txt", "model_config.json")
 ROWS = (("soft", "Soft attention"), ("acvi_paper_elbo", "ACVI, the paper's ELBO (Eq. 22)"),
         ("acvi", "ACVI (ours)")) + tuple(_study.EARLIER.values())
 
 
-def archive(runs_root, cells, archive_root):
-    """Copies the small files of every finished run into the archive; returns the number."""
-    copied, seen = 0, set()
-    for name, _, _, _, model_dir in cells:
-        if not os.path.exists(os.path.join(model_dir, "results.json")) or model_dir in seen:
-            continue  # a run shared by two cells is archived under the first name
-        seen.add(model_dir)
-        dest = os.path.join(archive_root, name)
-        os.makedirs(dest, exist_ok=True)
-        for f in ARCHIVED:
-            if os.path.exists(os.path.join(model_dir, f)):
-                shutil.copyfile(os.path.join(model_dir, f), os.path.join(dest, f))
-        items = os.path.join(dest, ROUGE_ITEMS)
-        if not os.path.exists(items) and os.path.exists(os.path.join(model_dir,
-                                                                     "reference_test.txt")):
-            with open(items + ".tmp", "w", encoding="utf-8") as f:
-                json.dump(rouge1_items(model_dir), f)
-            os.replace(items + ".tmp", items)
-        copied += 1
-    return copied
-
-
-# Per-summary ROUGE-1 F1 of a CNN/DM run's test decode (percent), archived for the paired
-# bootstrap: the references are data and stay out of the repository, the scores do not.
-ROUGE_ITEMS = "rouge1_items_test.json"
-
-
-def rouge1_items(model_dir):
-    """ROUGE-1.5.5's own per-summary ROUGE-1 F1 (See et al.'s options) of
-    ``decode_test.txt`` against ``reference_test.txt``, split into sentences as the
-    summarization task splits them. Their mean is the run's reported ROUGE-1 to within
-    0.05 points (the references are re-split from their one-line form, which moved one
-    run's mean by 0.012); a larger mismatch is an error."""
-    from acvi_tf.metrics import rouge
-    from acvi_tf.metrics.novelty import split_sentences
-    with open(os.path.join(model_dir, "reference_test.txt"), encoding="utf-8") as f:
-        refs = f.read().rstrip("\n").split("\n")
-    hyps = read_lines(os.path.join(model_dir, "decode_test.txt"), len(refs))
-    result = rouge.rouge_cnndm([split_sentences(h.split()) or ["."] for h in hyps],
-                               [split_sentences(r.split()) for r in refs], per_item=True)
-    scores = [100 * f for f in result["items"]["rouge_1"]["f"]]
-    with open(os.path.join(model_dir, "results.json"), encoding="utf-8") as f:
-        reported = json.load(f).get("rouge", {}).get("rouge_1")
-    if reported is not None and abs(sum(scores) / len(scores) - reported) > 0.05:
-        raise ValueError(f"{model_dir}: per-summary ROUGE-1 averages "
-                         f"{sum(scores) / len(scores):.3f}, the run reported {reported:.3f}")
-    return scores
-
-
 def relabel(cells, archive_root):
     """Gives every archived results.json the ``system`` of its cell's command today
-    (:func:`experiments.acvi_study.cell_system`), so the tables that read the archive put
+    (:func:`experiments.acvi_study.grid.cell_system`), so the tables that read the archive put
     each run on its row. Runs made before ``--system`` existed say "acvi" for every ACVI
     cell; the label at run time is kept as ``system_at_run``. Only the label changes.
     Returns the number relabelled."""
@@ -198,25 +147,10 @@ def seed_pairs(runs, task, row, needs=None):
         needs is None or all(os.path.exists(os.path.join(r["_dir"], needs)) for r in (a, b)))]
 
 
-def read_lines(path, count):
-    """The ``count`` hypotheses of a decode file, one per line. A final newline is not an
-    extra (empty) hypothesis; a file one line short (an empty last hypothesis written
-    without its newline) gets it back."""
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    if len(lines) == count + 1 and lines[-1] == "":
-        lines = lines[:-1]
-    elif len(lines) == count - 1:
-        lines.append("")
-    if len(lines) != count:
-        raise ValueError(f"{path}: {len(lines)} lines for {count} references")
-    return lines
-
-
 def write(runs_root, cells, out):
     results_dir = os.path.dirname(out) or "."
     archive_root = os.path.join(results_dir, "acvi_study", "runs")
-    copied = archive(runs_root, cells, archive_root)
+    copied = archive([(c[0], c[4]) for c in cells], archive_root)
     relabel(cells, archive_root)
     first = {}  # a run shared by two cells is archived under the first one's name
     for name, *_, model_dir in cells:

@@ -17,7 +17,7 @@ from experiments.tables.registry import (CAPTION_TABLES, RENDER, SPECS,  # noqa:
                                          SUMMARY_TABLES, TABLES, TASK_OF)
 from experiments.tables.render import (SYSTEM_NAMES, find_results, markdown_table,  # noqa: F401
                                        not_run)
-from experiments.tables.runner import execute_runs, main, plan, run_table  # noqa: F401
+from experiments.tables.runner import main, plan, run_table  # noqa: F401
 from experiments.tables.spec import CONFIG_DIR  # noqa: F401
 from experiments.tables.table1_summarization import (  # noqa: F401
     PAPER_TABLE1, PAPER_TABLE2, SUMMARY_SCORES, table1)

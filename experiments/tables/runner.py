@@ -1,10 +1,16 @@
-r"""Runs a table: checks the data, trains/evaluates every missing run in turn (each a
-subprocess of its task CLI, ``python -m experiments.<task>``), then renders it.
-Finished runs are skipped, so a table resumes. Also the command line::
+r"""Runs a table: checks the data, trains/evaluates every missing run (each a
+subprocess of its task CLI, ``python -m experiments.<task>``; ``--parallel N`` at a
+time through :mod:`experiments.jobs`), archives the finished runs' small files into the
+table's archive (``results/<table>/runs/``, :mod:`experiments.archive`), then renders
+it. Finished runs are skipped, so a table resumes. Also the command line::
 
     python -m experiments.tables table4 --runs runs/table4 --out results/table4.md
     python -m experiments.tables run table4-cpu --runs_root runs/table4_cpu \
-        --out results/table4_cpu.md [--only multi30k_soft,multi30k_acvi] [--dry_run]
+        --out results/table4_cpu.md [--only multi30k_soft,multi30k_acvi] [--seeds 0,1,2] \
+        [--parallel 2] [--dry_run]
+
+``--seeds`` runs each named run once per seed: seed 0 in ``<runs_root>/<name>``, seed k
+in ``<runs_root>/<name>_s<k>`` with ``--seed=k``.
 
 ``run`` stops before training anything, with exit code 2, when a dataset's files are
 missing or are partial copies (the mirror holds only a 999-line head of IWSLT'15 train
@@ -14,16 +20,16 @@ would run.
 
 import argparse
 import os
-import shlex
-import subprocess
 import sys
 
 from acvi_tf.runs import write_report
+from experiments.archive import archive
+from experiments.jobs import Job, run_jobs, shell
 from experiments.tables import preflight
 from experiments.tables.registry import RENDER, SPECS, TABLES, TASK_OF
 from experiments.tables.curves import plot_rows, read_history
 from experiments.tables.render import RESULT_KEYS, SYSTEM_NAMES, find_results
-from experiments.tables.spec import CONFIG_DIR
+from experiments.tables.spec import CONFIG_DIR, REPO_ROOT
 
 
 def read_flagfile(path):
@@ -37,11 +43,16 @@ def read_flagfile(path):
     return values
 
 
-def plan(table, runs_root, only=None):
+def run_name(name, seed):
+    """A run's directory name under the runs root: seed 0 keeps the table's name."""
+    return name if seed == 0 else f"{name}_s{seed}"
+
+
+def plan(table, runs_root, only=None, seeds=(0,)):
     """[(name, argv, model_dir, settings)] of the runs of ``TABLES[table]`` (those named in
-    ``only`` when given), run by the table's task CLI; ``settings`` are the flagfile's and
-    the extra args' ``--key=value`` pairs (bare ``--flag`` / ``--noflag`` read as "true" /
-    "false")."""
+    ``only`` when given), once per seed, run by the table's task CLI; ``settings`` are the
+    flagfile's and the extra args' ``--key=value`` pairs (bare ``--flag`` / ``--noflag``
+    read as "true" / "false")."""
     module = f"experiments.{TASK_OF[table]}"
     out = []
     for name, flagfile, extra in TABLES[table]:
@@ -55,54 +66,71 @@ def plan(table, runs_root, only=None):
         for arg in extra:
             key, sep, value = arg[2:].partition("=")
             settings[key] = value if sep else ("false" if key.startswith("no") else "true")
-        model_dir = os.path.join(runs_root, name)
-        out.append((name, argv + list(extra) + [f"--model_dir={model_dir}"], model_dir, settings))
+        for seed in seeds:
+            model_dir = os.path.join(runs_root, run_name(name, seed))
+            seeded = [f"--seed={seed}"] if seed else []
+            out.append((run_name(name, seed),
+                        argv + list(extra) + [f"--model_dir={model_dir}"] + seeded, model_dir,
+                        dict(settings, **({"seed": str(seed)} if seed else {}))))
     return out
 
 
-def shell(argv):
-    return " ".join(["python"] + [shlex.quote(a) for a in argv[1:]])
+def archive_runs(table, runs):
+    """Archives the finished ``runs`` (of :func:`plan`) into the table's archive, if it
+    has one; returns how many were copied."""
+    if not SPECS[table].archive:
+        return 0
+    return archive([(name, model_dir) for name, _, model_dir, _ in runs],
+                   os.path.join(REPO_ROOT, SPECS[table].archive))
 
 
-def execute_runs(runs, stream, done):
-    """Runs, in order, the planned runs not ``done(run)`` yet; the first failure's exit
-    code, else 0."""
-    for run in runs:
-        name, argv = run[:2]
-        if done(run):
-            continue
-        print(f"\n=== {name}: {shell(argv)}", file=stream, flush=True)
-        code = subprocess.call(argv)
-        if code != 0:
-            print(f"{name} failed (exit code {code}); the table is not written", file=stream)
-            return code
-    return 0
-
-
-def run_table(table, runs_root, out, dry_run=False, stream=None, only=None):
-    """Checks the data of every run, runs the missing ones, renders the table to ``out``.
-    Returns 2, running nothing, when data (or features, or trained models) are missing."""
+def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seeds=(0,),
+              parallel=1):
+    """Checks the data of every run, runs the missing ones (``parallel`` at a time, each
+    job's output in ``<runs_root>/logs`` when more than one), archives every finished run
+    of the table under ``runs_root``, renders the table to ``out``. Returns 2, running
+    nothing, when data (or features, or trained models) are missing; 1 when a run failed
+    (the table is not written)."""
     stream = stream or sys.stdout
     task = TASK_OF[table]
-    runs = plan(table, runs_root, only)
+    runs = plan(table, runs_root, only, seeds)
 
-    def done(run):
-        return preflight.done(task, run[2], run[3])
+    def todo(run):
+        return [] if preflight.done(task, run[2], run[3]) else [run[1]]
 
     print(f"{table}: {len(runs)} runs under {runs_root}", file=stream)
     for run in runs:
-        print(f"  [{'done' if done(run) else 'to run'}] {shell(run[1])}", file=stream)
+        print(f"  [{'to run' if todo(run) else 'done'}] {shell(run[1])}", file=stream)
     if not preflight.CHECKS[task](table, runs, stream):
         return 2
     if dry_run:
         return 0
-    code = execute_runs(runs, stream, done)
-    if code:
-        return code
+    failed = run_jobs([Job(run[0], lambda run=run: todo(run)) for run in runs], parallel,
+                      os.path.join(runs_root, "logs") if parallel > 1 else None, stream)
+    # every seed of every run found under runs_root, not only the ones run now
+    every = plan(table, runs_root, seeds=sorted(set(seeds) | _seeds_under(runs_root)))
+    copied = archive_runs(table, every)
+    if copied:
+        print(f"{copied} finished runs archived in {SPECS[table].archive}", file=stream)
+    if failed:
+        print(f"{failed} run(s) failed; the table is not written", file=stream)
+        return 1
     text = write_table(table, find_results(SPECS[table].result_paths(runs_root),
                                            *RESULT_KEYS[task]), out)
     print(f"\n{text}\n\nwritten to {out}", file=stream)
     return 0
+
+
+def _seeds_under(runs_root):
+    """The seeds k of the ``<name>_s<k>`` run directories under ``runs_root``."""
+    if not os.path.isdir(runs_root):
+        return set()
+    found = set()
+    for d in os.listdir(runs_root):
+        head, sep, tail = d.rpartition("_s")
+        if sep and head and tail.isdigit():
+            found.add(int(tail))
+    return found
 
 
 def rows_of(results):
@@ -155,7 +183,12 @@ def main(argv=None):
     p.add_argument("--only", default="all",
                    help="comma-separated run names of the table to run (e.g. "
                         "lead3,pg_soft,pg_acvi), or 'all'; the table renders every result "
-                        "found under --runs_root either way")
+                        "found under --runs_root (and in its archive) either way")
+    p.add_argument("--seeds", default="0",
+                   help="comma-separated seeds of each run (e.g. 0,1,2): seed k > 0 runs "
+                        "in <runs_root>/<name>_s<k> with --seed=k")
+    p.add_argument("--parallel", type=int, default=1,
+                   help="runs at once, one thread each, their output in <runs_root>/logs")
     args = parser.parse_args(argv)
     if args.command == "run":
         only = None
@@ -166,7 +199,16 @@ def main(argv=None):
             if unknown or not only:
                 parser.error(f"--only: {', '.join(unknown) or 'no run names'} not among "
                              f"{args.table}'s runs: {', '.join(known)}")
-        return run_table(args.table, args.runs_root, args.out, args.dry_run, only=only)
+        try:
+            seeds = sorted({int(x) for x in args.seeds.split(",") if x.strip()})
+        except ValueError:
+            seeds = []
+        if not seeds or min(seeds) < 0:
+            parser.error(f"--seeds: {args.seeds!r} is not a list of seeds like 0,1,2")
+        if args.parallel < 1:
+            parser.error(f"--parallel: {args.parallel} must be at least 1")
+        return run_table(args.table, args.runs_root, args.out, args.dry_run, only=only,
+                         seeds=seeds, parallel=args.parallel)
     results = find_results(args.runs, *RESULT_KEYS[TASK_OF[args.command]])
     if not results:
         parser.error(f"--runs: no results.json of a translation run under {args.runs}")

@@ -14,15 +14,20 @@ REPO_ROOT = os.path.dirname(os.path.dirname(CONFIG_DIR))
 class Table:
     """A table: ``runs`` [(run name, flagfile or None, extra args)] run by the CLI of
     ``task`` (``python -m experiments.<task>``), rendered by ``render(results)``.
-    ``archives``: folders of archived runs (relative to the repository) rendered beside
-    ``--runs_root``'s, e.g. the ACVI study's seeds of the same rows. ``curves``: the
+    ``archive``: the folder (relative to the repository) where the runner archives the
+    table's finished runs (:mod:`experiments.archive`), "" for none; ``archives``: other
+    folders of archived runs rendered beside, e.g. the ACVI study's seeds of the same
+    rows. ``--runs_root`` comes first, then ``archive``, then ``archives``: of two runs of
+    a row with the same seed the first found is shown. ``curves``: the
     dev-metric panels of the table's figure, ``(kind, key, ylabel, log scale)`` of the
     runs' history.jsonl records (:mod:`experiments.tables.curves`); none: no figure."""
     runs: list
     render: Callable
     task: str  # translate, summarize or caption
+    archive: str = ""
     archives: tuple = ()
     curves: tuple = ()
 
     def result_paths(self, runs_root):
-        return [runs_root] + [os.path.join(REPO_ROOT, a) for a in self.archives]
+        return [runs_root] + [os.path.join(REPO_ROOT, a)
+                              for a in ((self.archive,) if self.archive else ()) + self.archives]

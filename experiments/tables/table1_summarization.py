@@ -220,6 +220,7 @@ TABLES = {
                         lambda rs: table1(rs, "Table 1 at CPU scale: abstractive summarization "
                                               "on CNN/DailyMail", TABLE1_CPU_ROWS,
                                           TABLE2_CPU_SYSTEMS), "summarize",
+                        archive="results/table1_cpu/runs",
                         archives=("results/acvi_study/runs",), curves=CURVES),
     "lead3": Table(LEAD3_RUNS, lambda rs: table1(rs, "The lead-3 baseline on the local "
                                                      "CNN/DailyMail test chunks"), "summarize"),

@@ -224,6 +224,7 @@ TABLES = {
     "table4": Table(TABLE4_RUNS, table4, "translate", curves=CURVES),
     # The ACVI study's seeds of the soft, ACVI and paper-ELBO rows (results/acvi_study.md).
     "table4-cpu": Table(TABLE4_CPU_RUNS, table4_cpu, "translate",
+                        archive="results/table4_cpu/runs",
                         archives=("results/acvi_study/runs",), curves=CURVES),
     "demo": Table(DEMO_RUNS, lambda rs: table4_cpu(rs, "Demo: a short Multi30k En→De run, BLEU"),
                   "translate"),

@@ -50,10 +50,14 @@ def table5(results, title="Table 5: DUC2004 with CNN/DailyMail-trained models"):
     ])
 
 
-# make table5 decodes DUC2004 with the pointer-generator runs under --runs_root: Table 5's
-# rows (ICLR version) SA, variational attention, VED and ACVI.
+# make table5 decodes DUC2004 with the summarization runs under --runs_root (Table 1's
+# run names): Table 5's rows (ICLR version) SA, variational attention, VED and ACVI first,
+# then every other row of Table 1.
 TABLE5_RUNS = [(n, "table5_duc2004.flags", [])
-               for n in ("pg_soft", "pg_variational", "pg_ved", "pg_acvi")]
+               for n in ("pg_soft", "pg_variational", "pg_ved", "pg_acvi", "pg_acvi_paper_elbo",
+                         "pg_acvi_noise_only", "pg_structured", "seq2seq_20k", "seq2seq_60k",
+                         "transformer")]
 # The ACVI study's CNN/DM seeds (soft, ACVI and the paper's ELBO), once decoded on DUC2004.
 TABLES = {"table5": Table(TABLE5_RUNS, table5, "summarize",
+                          archive="results/table5/runs",
                           archives=("results/acvi_study/runs",))}

@@ -5,7 +5,9 @@ import os
 
 import pytest
 
-from experiments import acvi_study, acvi_study_report
+from experiments import archive
+from experiments.jobs import run_jobs
+from experiments.acvi_study import grid as acvi_study, report as acvi_study_report
 from experiments.tables.curves import curve
 
 
@@ -54,10 +56,10 @@ def test_plan_names_every_cell_and_only_keeps_the_order(tmp_path):
 def test_run_skips_done_cells_and_waits_for_warm_start_sources(tmp_path, capsys):
     cells = acvi_study.cells(str(tmp_path))
     warm = [c for c in cells if c[0] == "grid_warm_start"]
-    failed = acvi_study.run(warm, 1, str(tmp_path / "logs"))
+    failed = run_jobs(acvi_study.jobs(warm), 1, str(tmp_path / "logs"))
     assert failed == 1 and "not done" in capsys.readouterr().out
     _fake_run(warm[0][4], 20.0, 21.0, 1.0, ["x"])
-    assert acvi_study.run(warm, 1, str(tmp_path / "logs")) == 0  # done: nothing runs
+    assert run_jobs(acvi_study.jobs(warm), 1, str(tmp_path / "logs")) == 0  # done: nothing runs
 
 
 def test_a_cnndm_grid_cell_trains_then_scores_val_and_existing_runs_only_score_val(
@@ -80,11 +82,11 @@ def test_a_cnndm_grid_cell_trains_then_scores_val_and_existing_runs_only_score_v
     new = ("cnndm_grid_x", "grid_cnndm", "x", [sys.executable, "-c", train, str(tmp_path / "x")],
            str(tmp_path / "x"))
     assert acvi_study.todo(new) == [new[3], acvi_study.val_command(new[4])]
-    assert acvi_study.run([new], 1, str(tmp_path / "logs")) == 0
+    assert run_jobs(acvi_study.jobs([new]), 1, str(tmp_path / "logs")) == 0
     with open(tmp_path / "x" / "results.json") as f:
         assert json.load(f) == {"rouge": {"rouge_1": 30.0}, "val": {"rouge": {"rouge_1": 25.0}}}
     out = capsys.readouterr().out
-    assert out.count("cnndm_grid_x: /") == 2 and "cnndm_grid_x: done" in out
+    assert out.count("cnndm_grid_x: python -c") == 2 and "cnndm_grid_x: done" in out
     assert acvi_study.todo(new) == []
     # a finished run is not trained again: only its val score runs
     old = ("cnndm_grid_y", "grid_cnndm", "y", [sys.executable, "-c", "raise SystemExit(3)"],
@@ -92,12 +94,12 @@ def test_a_cnndm_grid_cell_trains_then_scores_val_and_existing_runs_only_score_v
     os.makedirs(old[4])
     with open(os.path.join(old[4], "results.json"), "w") as f:
         json.dump({"rouge": {"rouge_1": 29.0}}, f)
-    assert acvi_study.run([old], 1, str(tmp_path / "logs")) == 0
+    assert run_jobs(acvi_study.jobs([old]), 1, str(tmp_path / "logs")) == 0
     # a failed training run gets no val score and counts as failed
     bad = ("cnndm_grid_z", "grid_cnndm", "z", [sys.executable, "-c", "raise SystemExit(3)"],
            str(tmp_path / "z"))
-    assert acvi_study.run([bad], 1, str(tmp_path / "logs")) == 1
-    assert "FAILED (3)" in capsys.readouterr().out
+    assert run_jobs(acvi_study.jobs([bad]), 1, str(tmp_path / "logs")) == 1
+    assert "FAILED (exit code 3)" in capsys.readouterr().out
 
 
 def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
@@ -252,4 +254,4 @@ def test_cnndm_paired_bootstrap_from_archived_per_summary_rouge(tmp_path, monkey
     # a run whose per-summary scores do not average to its reported ROUGE-1 is refused
     _fake_summaries(str(root / "bad"), refs, refs, 50.0)
     with pytest.raises(ValueError, match="reported 50.000"):
-        acvi_study_report.rouge1_items(str(root / "bad"))
+        archive.rouge1_items(str(root / "bad"))

@@ -1,0 +1,82 @@
+"""The run archive: the small files of finished runs, kept in the repository.
+
+Run directories (checkpoints, TensorBoard logs) live outside the repository and do not
+survive the machine. The tables and the ACVI study render from an archive of each
+finished run's small files instead (``results.json``, ``history.jsonl``, the decodes,
+the resolved flags), so a results file regenerates from the repository alone and the
+paired bootstrap can be rerun on the archived decodes. References are data and stay
+out; a summarization run's per-summary ROUGE-1 scores (which need them) are archived
+instead.
+"""
+
+import json
+import os
+import shutil
+
+ARCHIVED = ("results.json", "history.jsonl", "decode_dev.txt", "decode_test.txt",
+            "decode_val.txt", "flags.txt", "model_config.json")
+# Per-summary ROUGE-1 F1 of a CNN/DM run's test decode (percent), for the paired bootstrap.
+ROUGE_ITEMS = "rouge1_items_test.json"
+
+
+def archive(runs, archive_root):
+    """Copies the small files of every finished run of ``runs`` [(name, model_dir)] to
+    ``archive_root/<name>``; returns how many runs were copied. A run directory named
+    twice is archived under its first name."""
+    copied, seen = 0, set()
+    for name, model_dir in runs:
+        if not os.path.exists(os.path.join(model_dir, "results.json")) or model_dir in seen:
+            continue
+        seen.add(model_dir)
+        dest = os.path.join(archive_root, name)
+        if os.path.realpath(dest) == os.path.realpath(model_dir):
+            continue  # rendering the archive itself
+        os.makedirs(dest, exist_ok=True)
+        for f in ARCHIVED:
+            if os.path.exists(os.path.join(model_dir, f)):
+                shutil.copyfile(os.path.join(model_dir, f), os.path.join(dest, f))
+        items = os.path.join(dest, ROUGE_ITEMS)
+        if not os.path.exists(items) and os.path.exists(os.path.join(model_dir,
+                                                                     "reference_test.txt")):
+            with open(items + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(rouge1_items(model_dir), f)
+            os.replace(items + ".tmp", items)
+        copied += 1
+    return copied
+
+
+def rouge1_items(model_dir):
+    """ROUGE-1.5.5's own per-summary ROUGE-1 F1 (See et al.'s options) of
+    ``decode_test.txt`` against ``reference_test.txt``, split into sentences as the
+    summarization task splits them. Their mean is the run's reported ROUGE-1 to within
+    0.05 points (the references are re-split from their one-line form, which moved one
+    run's mean by 0.012); a larger mismatch is an error."""
+    from acvi_tf.metrics import rouge
+    from acvi_tf.metrics.novelty import split_sentences
+    with open(os.path.join(model_dir, "reference_test.txt"), encoding="utf-8") as f:
+        refs = f.read().rstrip("\n").split("\n")
+    hyps = read_lines(os.path.join(model_dir, "decode_test.txt"), len(refs))
+    result = rouge.rouge_cnndm([split_sentences(h.split()) or ["."] for h in hyps],
+                               [split_sentences(r.split()) for r in refs], per_item=True)
+    scores = [100 * f for f in result["items"]["rouge_1"]["f"]]
+    with open(os.path.join(model_dir, "results.json"), encoding="utf-8") as f:
+        reported = json.load(f).get("rouge", {}).get("rouge_1")
+    if reported is not None and abs(sum(scores) / len(scores) - reported) > 0.05:
+        raise ValueError(f"{model_dir}: per-summary ROUGE-1 averages "
+                         f"{sum(scores) / len(scores):.3f}, the run reported {reported:.3f}")
+    return scores
+
+
+def read_lines(path, count):
+    """The ``count`` hypotheses of a decode file, one per line. A final newline is not an
+    extra (empty) hypothesis; a file one line short (an empty last hypothesis written
+    without its newline) gets it back."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    if len(lines) == count + 1 and lines[-1] == "":
+        lines = lines[:-1]
+    elif len(lines) == count - 1:
+        lines.append("")
+    if len(lines) != count:
+        raise ValueError(f"{path}: {len(lines)} lines for {count} references")
+    return lines

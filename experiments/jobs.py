@@ -1,0 +1,108 @@
+"""Runs experiment jobs, N at a time: the one runner of the tables and the ACVI study.
+
+A :class:`Job` is a chain of commands on one run directory (train, then evaluations),
+asked for afresh before each command with ``job.todo()``: a finished command is never
+repeated, so a stopped runner starts again where it was, and a run that an interrupted
+command left half-done resumes from its checkpoint.
+
+With ``parallel > 1`` every command gets one intra-op and one inter-op thread (on 2
+cores, two single-threaded LSTM runs train faster together than one run on both cores;
+training minutes of such runs are not comparable with runs alone) and writes its output
+to ``<log_dir>/<job name>.log``; with ``parallel == 1`` and no ``log_dir`` it writes to
+the terminal, as a single run would.
+"""
+
+import dataclasses
+import os
+import shlex
+import subprocess
+import sys
+import time
+from typing import Callable, Optional
+
+SINGLE_THREAD = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
+                 "OMP_NUM_THREADS": "1"}
+
+
+@dataclasses.dataclass
+class Job:
+    """``todo()``: the argv lists still to run, in order (empty: done). ``waits_for``: a
+    run directory whose ``results.json`` must exist before the job starts (a warm start's
+    source), or None."""
+    name: str
+    todo: Callable[[], list]
+    waits_for: Optional[str] = None
+
+
+def shell(argv):
+    """``argv`` as a command to paste, with ``python`` for the interpreter."""
+    if argv and argv[0] == sys.executable:
+        argv = ["python"] + list(argv[1:])
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def finished(model_dir):
+    return os.path.exists(os.path.join(model_dir, "results.json"))
+
+
+def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=5.0):
+    """Runs every job's :attr:`Job.todo` commands, ``parallel`` jobs at a time and a job's
+    commands one after the other; a failed command ends its job. Returns the number of
+    jobs that failed or could not start (their ``waits_for`` never finished)."""
+    stream = stream or sys.stdout
+    parallel = max(1, parallel)
+    if parallel > 1 and log_dir is None:
+        raise ValueError("run_jobs: parallel jobs need a log_dir for their output")
+    pending = [j for j in jobs if j.todo()]
+    if log_dir is not None:
+        os.makedirs(log_dir, exist_ok=True)
+    env = dict(os.environ, **(SINGLE_THREAD if parallel > 1 else {}))
+    running, failed = [], 0
+
+    def start(job, log, argv):
+        print(f"=== {time.strftime('%H:%M:%S')} {job.name}: {shell(argv)}", file=stream,
+              flush=True)
+        out = dict(stdout=log, stderr=subprocess.STDOUT) if log is not None else {}
+        return subprocess.Popen(argv, env=env, **out)
+
+    while pending or running:
+        while len(running) < parallel:
+            ready = [j for j in pending if j.waits_for is None or finished(j.waits_for)]
+            if not ready:
+                break
+            job = ready[0]
+            pending.remove(job)
+            log = (open(os.path.join(log_dir, f"{job.name}.log"), "a", encoding="utf-8")
+                   if log_dir is not None else None)
+            argv = job.todo()[0]
+            running.append([job, start(job, log, argv), log, argv])
+        if not running:  # what is left waits for a run nobody will make
+            for job in pending:
+                print(f"{job.name}: not run, the run it starts from ({job.waits_for}) is not "
+                      f"done (run it first)", file=stream)
+            return failed + len(pending)
+        time.sleep(poll_seconds if parallel > 1 else 0.2)
+        for item in list(running):
+            job, proc, log, argv = item
+            if proc.poll() is None:
+                continue
+            code = proc.returncode
+            following = job.todo() if code == 0 else []
+            if following and following[0] == argv:
+                # It exited 0 without writing what marks it done: running it again would
+                # loop forever.
+                print(f"{job.name}: `{shell(argv)}` exited 0 but is still to do",
+                      file=stream)
+                code = 1
+            elif following:  # the job's next command
+                item[1], item[3] = start(job, log, following[0]), following[0]
+                continue
+            if log is not None:
+                log.close()
+            running.remove(item)
+            status = "done" if code == 0 else f"FAILED (exit code {code})"
+            failed += code != 0
+            where = f"; its output: {log.name}" if log is not None and code else ""
+            print(f"=== {time.strftime('%H:%M:%S')} {job.name}: {status}{where}", file=stream,
+                  flush=True)
+    return failed

@@ -1,0 +1,80 @@
+"""The job runner of the tables and the ACVI study, on stand-in commands (no training)."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from experiments.jobs import Job, run_jobs, shell
+
+
+def _writer(path, key):
+    """A command that adds ``key`` to the results.json at ``path`` (making it if needed),
+    and records its thread count setting."""
+    code = ("import json, os, sys; p = sys.argv[1]; os.makedirs(os.path.dirname(p), "
+            "exist_ok=True); r = json.load(open(p)) if os.path.exists(p) else {}; "
+            "r[sys.argv[2]] = os.environ.get('TF_NUM_INTRAOP_THREADS'); "
+            "json.dump(r, open(p, 'w'))")
+    return [sys.executable, "-c", code, path, key]
+
+
+def _chain(tmp_path, name, keys):
+    """A job that runs one command per missing key of its results.json."""
+    path = str(tmp_path / name / "results.json")
+
+    def todo():
+        have = json.load(open(path)) if os.path.exists(path) else {}
+        return [_writer(path, k) for k in keys if k not in have]
+    return Job(name, todo), path
+
+
+def test_chains_run_in_order_in_parallel_with_one_thread_each(tmp_path, capsys):
+    (a, pa), (b, pb) = _chain(tmp_path, "a", ["train", "eval"]), _chain(tmp_path, "b", ["train"])
+    assert run_jobs([a, b], parallel=2, log_dir=str(tmp_path / "logs"), poll_seconds=0.1) == 0
+    assert json.load(open(pa)) == {"train": "1", "eval": "1"}
+    assert json.load(open(pb)) == {"train": "1"}
+    assert os.path.exists(tmp_path / "logs" / "a.log")
+    out = capsys.readouterr().out
+    assert out.count("a: python -c") == 2 and "a: done" in out and "b: done" in out
+    # done jobs run nothing again
+    assert run_jobs([a, b], parallel=2, log_dir=str(tmp_path / "logs")) == 0
+    assert "python -c" not in capsys.readouterr().out
+
+
+def test_one_at_a_time_keeps_the_threads_and_writes_to_the_terminal(tmp_path, capsys):
+    a, pa = _chain(tmp_path, "a", ["train"])
+    assert run_jobs([a]) == 0
+    assert json.load(open(pa)) == {"train": os.environ.get("TF_NUM_INTRAOP_THREADS")}
+    with pytest.raises(ValueError, match="log_dir"):
+        run_jobs([a], parallel=2)
+
+
+def test_a_failure_ends_its_job_only_and_is_counted(tmp_path, capsys):
+    bad = Job("bad", lambda: [[sys.executable, "-c", "raise SystemExit(3)"]])
+    good, path = _chain(tmp_path, "good", ["train"])
+    assert run_jobs([bad, good], parallel=2, log_dir=str(tmp_path / "logs"),
+                    poll_seconds=0.1) == 1
+    out = capsys.readouterr().out
+    assert "bad: FAILED (exit code 3); its output: " in out and os.path.exists(path)
+
+
+def test_a_command_that_succeeds_without_finishing_is_not_rerun_forever(tmp_path, capsys):
+    lazy = Job("lazy", lambda: [[sys.executable, "-c", "pass"]])
+    assert run_jobs([lazy]) == 1
+    assert "exited 0 but is still to do" in capsys.readouterr().out
+
+
+def test_a_job_waits_for_the_run_it_starts_from(tmp_path, capsys):
+    source, spath = _chain(tmp_path, "source", ["train"])
+    warm, wpath = _chain(tmp_path, "warm", ["train"])
+    warm.waits_for = os.path.dirname(spath)
+    assert run_jobs([warm]) == 1  # nobody makes its source
+    assert "not done (run it first)" in capsys.readouterr().out
+    assert run_jobs([warm, source], parallel=2, log_dir=str(tmp_path / "logs"),
+                    poll_seconds=0.1) == 0
+    assert os.path.getmtime(wpath) >= os.path.getmtime(spath)
+
+
+def test_shell_names_the_interpreter_python_and_quotes():
+    assert shell([sys.executable, "-m", "x", "--a=b c"]) == "python -m x '--a=b c'"
