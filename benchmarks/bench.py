@@ -755,15 +755,22 @@ def main(argv=None):
             shutil.rmtree(dump_dir, ignore_errors=True)
 
 
+def planned_variants(names=None):
+    """The variants a run times: ``names`` (comma-separated) or every registered attention
+    variant and :data:`MODEL_VARIANTS`; the baseline first, always."""
+    from acvi_tf import attention
+    registered = list(attention.available()) + list(MODEL_VARIANTS)
+    variants = _select(names, registered, "variant") if names else registered
+    return [BASELINE] + [v for v in variants if v != BASELINE]
+
+
 def _run(args, argv, profile, dump_dir):
     import tensorflow as tf
     from acvi_tf import attention
     tf.get_logger().setLevel("ERROR")  # not the retracing notes of the many step functions
 
     start = _now()
-    registered = list(attention.available()) + list(MODEL_VARIANTS)
-    variants = _select(args.variants, registered, "variant") if args.variants else registered
-    variants = [BASELINE] + [v for v in variants if v != BASELINE]  # the baseline first
+    variants = planned_variants(args.variants)
     sizes = _select(args.sizes, list(profile.sizes), "size") if args.sizes \
         else list(profile.default_sizes)
     xla_settings = _settings(args.xla or profile.xla)

@@ -304,6 +304,12 @@ def _train(config, fv, train_data, modes_at=None):
     from acvi_tf.utils.ops import fold_seed
     model = build_model(config)
     optimizer = keras.optimizers.Adam(fv.learning_rate)
+    data = iter(train_data(None))
+    first, _ = next(data)
+    # Every variable exists before the first trace, as in the Trainer: a tf.function
+    # that creates variables is traced twice.
+    model.build_for_checkpoint({k: tf.convert_to_tensor(v) for k, v in first.items()})
+    optimizer.build(model.trainable_variables)
     functions = {}
 
     def step_fn(modes):
@@ -312,7 +318,7 @@ def _train(config, fv, train_data, modes_at=None):
             return train_step(model, optimizer, batch, seed, clip_norm=fv.clip_norm)
         return tf.function(step, autograph=False)
 
-    data = iter(train_data(None))
+    data = iter(train_data(None))  # from the start again
     for i in range(TRAIN_STEPS):
         modes = {"acvi_mixing": "weighted", **(modes_at(i) if modes_at else {})}
         key = tuple(sorted(modes.items()))
