@@ -32,15 +32,19 @@ def archive(runs, archive_root):
         if os.path.realpath(dest) == os.path.realpath(model_dir):
             continue  # rendering the archive itself
         os.makedirs(dest, exist_ok=True)
-        for f in ARCHIVED:
-            if os.path.exists(os.path.join(model_dir, f)):
-                shutil.copyfile(os.path.join(model_dir, f), os.path.join(dest, f))
-        items = os.path.join(dest, ROUGE_ITEMS)
-        if not os.path.exists(items) and os.path.exists(os.path.join(model_dir,
-                                                                     "reference_test.txt")):
+        items = os.path.join(model_dir, ROUGE_ITEMS)
+        decode = os.path.join(model_dir, "decode_test.txt")
+        stale = os.path.exists(items) and os.path.exists(decode) and (
+            os.path.getmtime(items) < os.path.getmtime(decode))  # a later eval re-decoded
+        missing = not os.path.exists(items) and not os.path.exists(os.path.join(dest, ROUGE_ITEMS))
+        if (stale or missing) and os.path.exists(os.path.join(model_dir, "reference_test.txt")):
+            # kept beside the run too, so a table rendered from the run has them
             with open(items + ".tmp", "w", encoding="utf-8") as f:
                 json.dump(rouge1_items(model_dir), f)
             os.replace(items + ".tmp", items)
+        for f in ARCHIVED + (ROUGE_ITEMS,):
+            if os.path.exists(os.path.join(model_dir, f)):
+                shutil.copyfile(os.path.join(model_dir, f), os.path.join(dest, f))
         copied += 1
     return copied
 
@@ -55,7 +59,7 @@ def rouge1_items(model_dir):
     from acvi_tf.metrics.novelty import split_sentences
     with open(os.path.join(model_dir, "reference_test.txt"), encoding="utf-8") as f:
         refs = f.read().rstrip("\n").split("\n")
-    hyps = read_lines(os.path.join(model_dir, "decode_test.txt"), len(refs))
+    hyps = read_hypotheses(os.path.join(model_dir, "decode_test.txt"), len(refs))
     result = rouge.rouge_cnndm([split_sentences(h.split()) or ["."] for h in hyps],
                                [split_sentences(r.split()) for r in refs], per_item=True)
     scores = [100 * f for f in result["items"]["rouge_1"]["f"]]
@@ -67,7 +71,7 @@ def rouge1_items(model_dir):
     return scores
 
 
-def read_lines(path, count):
+def read_hypotheses(path, count):
     """The ``count`` hypotheses of a decode file, one per line. A final newline is not an
     extra (empty) hypothesis; a file one line short (an empty last hypothesis written
     without its newline) gets it back."""

@@ -17,7 +17,8 @@ import numpy as np
 
 from acvi_tf.runs import NOTES_MARKER, load_json, write_report  # noqa: F401 (NOTES_MARKER: tests)
 from experiments.acvi_study import grid as _study
-from experiments.archive import ROUGE_ITEMS, archive, read_lines
+from experiments.archive import archive
+from experiments.tables import significance
 from experiments.tables.curves import plot_rows, read_history
 
 ROWS = (("soft", "Soft attention"), ("acvi_paper_elbo", "ACVI, the paper's ELBO (Eq. 22)"),
@@ -58,6 +59,7 @@ def load_run(archive_root, name):
         run = json.load(f)
     run["_history"] = read_history(path)
     run["_dir"] = os.path.join(archive_root, name)
+    run["_path"] = path
     return run
 
 
@@ -136,15 +138,6 @@ def references(split):
         return refs("multi30k", split, "de", "tok")
     except Exception:  # noqa: BLE001 - no data here: the report says the test was not run
         return None
-
-
-def seed_pairs(runs, task, row, needs=None):
-    """``[(soft run, row run)]`` of the seeds both have run (seed i against seed i),
-    each holding the file ``needs`` when given."""
-    pairs = [(runs.get(f"{task}_soft_s{seed}"), runs.get(f"{task}_{row}_s{seed}"))
-             for seed in _study.SEEDS]
-    return [(a, b) for a, b in pairs if a and b and (
-        needs is None or all(os.path.exists(os.path.join(r["_dir"], needs)) for r in (a, b)))]
 
 
 def write(runs_root, cells, out):
@@ -262,52 +255,35 @@ def write(runs_root, cells, out):
             table[task][row] = {key: [s[main_key] for s in summaries if s]}
         lines.append("")
 
-    # paired bootstrap on the pooled seeds, Multi30k test2016
+    # paired bootstrap on the pooled seeds (seed i against seed i), Multi30k test2016 and
+    # CNN/DM test (per-summary ROUGE-1 F1)
     refs = references("test")
-    lines += ["### Paired bootstrap (sacrebleu, 1,000 resamples, seeds pooled: seed i against "
-              "seed i)", ""]
-    for row, label in ROWS[1:]:
-        pairs = seed_pairs(runs, "multi30k", row)
-        n = len(pairs)
-        if n == 0 or refs is None:
-            lines.append(f"- {label} vs soft attention: not run yet" if refs is not None else
-                         f"- {label} vs soft attention: the Multi30k references are not here")
-            continue
-        from acvi_tf.metrics.significance import paired_bootstrap_bleu
-        base = sum((read_lines(os.path.join(a["_dir"], "decode_test.txt"), len(refs))
-                    for a, _ in pairs), [])
-        cand = sum((read_lines(os.path.join(b["_dir"], "decode_test.txt"), len(refs))
-                    for _, b in pairs), [])
-        res = paired_bootstrap_bleu(base, cand, list(refs) * n)
-        table["multi30k"][row]["paired_bootstrap_vs_soft"] = {**res, "seeds": n}
-        lines.append(f"- {label} vs soft attention ({n} seed pair{'s' if n > 1 else ''}): "
-                     f"{res['candidate']:.2f} vs {res['baseline']:.2f} BLEU, difference "
-                     f"{res['difference']:+.2f}, sacrebleu p = {res['p_value']:.4f}")
-    lines.append("")
-
-    # paired bootstrap on the pooled seeds, CNN/DM test: per-summary ROUGE-1 F1
-    lines += ["### Paired bootstrap, CNN/DM (1,000 resamples of the summaries, per-summary "
-              "ROUGE-1 F1 from ROUGE-1.5.5, seeds pooled: seed i against seed i; one-sided p "
-              "of \"the row is not above soft attention\")", ""]
-    for row, label in ROWS[1:]:
-        pairs = seed_pairs(runs, "cnndm", row, ROUGE_ITEMS)
-        if not pairs:
-            lines.append(f"- {label} vs soft attention: not run yet")
-            continue
-        from acvi_tf.metrics.significance import paired_bootstrap
-        base, cand = [], []
-        for a, b in pairs:
-            base += load_json(os.path.join(a["_dir"], ROUGE_ITEMS))
-            cand += load_json(os.path.join(b["_dir"], ROUGE_ITEMS))
-        p_value, diff = paired_bootstrap(base, cand, n_samples=1000)
-        n = len(pairs)
-        table["cnndm"][row]["paired_bootstrap_vs_soft"] = {
-            "baseline": float(np.mean(base)), "candidate": float(np.mean(cand)),
-            "difference": diff, "p_value": p_value, "n_samples": 1000, "seeds": n}
-        lines.append(f"- {label} vs soft attention ({n} seed pair{'s' if n > 1 else ''}): "
-                     f"{np.mean(cand):.2f} vs {np.mean(base):.2f} ROUGE-1, difference "
-                     f"{diff:+.2f}, p = {p_value:.4f}")
-    lines.append("")
+    for task, title in (
+            ("multi30k", "### Paired bootstrap (sacrebleu, 1,000 resamples, seeds pooled: seed i "
+                         "against seed i)"),
+            ("cnndm", "### Paired bootstrap, CNN/DM (1,000 resamples of the summaries, "
+                      "per-summary ROUGE-1 F1 from ROUGE-1.5.5, seeds pooled: seed i against "
+                      "seed i; one-sided p of \"the row is not above soft attention\")")):
+        lines += [title, ""]
+        for row, label in ROWS[1:]:
+            if task == "multi30k" and refs is None:
+                lines.append(f"- {label} vs soft attention: the Multi30k references are not "
+                             f"here")
+                continue
+            res = (significance.bleu_vs(by_row[task]["soft"], by_row[task][row],
+                                        lambda r: refs) if task == "multi30k" else
+                   significance.rouge1_vs(by_row[task]["soft"], by_row[task][row]))
+            if res is None:
+                lines.append(f"- {label} vs soft attention: not run yet")
+                continue
+            table[task][row]["paired_bootstrap_vs_soft"] = res
+            n = res["seeds"]
+            metric, p_name = (("BLEU", "sacrebleu p") if task == "multi30k" else
+                              ("ROUGE-1", "p"))
+            lines.append(f"- {label} vs soft attention ({n} seed pair{'s' if n > 1 else ''}): "
+                         f"{res['candidate']:.2f} vs {res['baseline']:.2f} {metric}, difference "
+                         f"{res['difference']:+.2f}, {p_name} = {res['p_value']:.4f}")
+        lines.append("")
 
     # -- plots ----------------------------------------------------------------------------
     os.makedirs(os.path.join(results_dir, "acvi_study"), exist_ok=True)

@@ -3,6 +3,7 @@
 import os
 
 from acvi_tf.metrics import repetition
+from experiments.tables import significance
 from experiments.tables.render import (SYSTEM_NAMES, Footnotes, markdown_table, mean_std,
                                        not_run, profile_label, sampled_diversity_cell,
                                        seed_runs, seeds_cell)
@@ -157,7 +158,8 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
         lab = profile_label(p)
         headers += [f"{lab}: val", f"{lab}: test2016", f"{lab}: Δ test vs baseline",
                     f"{lab}: test2016 N-GRR %, 1/2/3/4-grams",
-                    f"{lab}: test2016 sampled distinct-1 / distinct-2 per source"]
+                    f"{lab}: test2016 sampled distinct-1 / distinct-2 per source",
+                    f"{lab}: test2016 vs baseline, paired bootstrap: Δ BLEU (p)"]
     headers += ["paper (Table 4, IWSLT'15/WMT'16, full scale): Δ test vs baseline, "
                 "En→Vi / Vi→En / En→Ro / Ro→En", "our run"]
     rows, notes = [], Footnotes()
@@ -167,9 +169,10 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
         for p in profiles:
             mine = seed_runs(results, system, None if system == "copy-source" else p)[
                 :1 if system == "copy-source" else None]
-            base, _ = mean_std([x["bleu"]["test"] for x in seed_runs(results, "soft", p)])
+            soft = seed_runs(results, "soft", p)
+            base, _ = mean_std([x["bleu"]["test"] for x in soft])
             if not mine:
-                row += [None] * 5
+                row += [None] * 6
                 continue
             delta = None
             if base is not None and system != "copy-source":
@@ -179,7 +182,9 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
                     seeds_cell([x["bleu"].get("test") for x in mine]), delta,
                     repetition_cell(mine),
                     sampled_diversity_cell([x.get("splits", {}).get("test", {}).get(
-                        "sampled_diversity") for x in mine])]
+                        "sampled_diversity") for x in mine]),
+                    None if system in ("copy-source", "soft") else
+                    significance.cell(significance.bleu_vs(soft, mine))]
             refs.extend(notes.add(x) for x in mine)
         if system == "copy-source" or system in TABLE4_CPU_EXTRA:
             paper = "–"  # no model, or not a row of the paper's Table 4
@@ -189,7 +194,7 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
                                for d in PAPER_TABLE4)
         row += [paper, " ".join(dict.fromkeys(refs)) or not_run(system)]
         rows.append(row)
-    align = "l" + "rrrrr" * len(profiles) + "ll"
+    align = "l" + "rrrrrr" * len(profiles) + "ll"
     text = [
         f"# {title}",
         "",
@@ -212,7 +217,10 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU"):
         "--diversity_samples=K`): K greedy decodes of each of the first test2016 sources "
         "with the latent sampled, distinct n-grams per source averaged over the sources; "
         "only for rows that sample at decode time (ACVI, Gaussian attention, VED, VRNMT), "
-        "– where not measured.",
+        "– where not measured. Paired bootstrap: sacrebleu's (1,000 resamples, two-sided p) "
+        "of the row's test2016 decodes against soft attention's, seed i against seed i, "
+        "seeds pooled (`experiments/tables/significance.py`); – where the decodes or the "
+        "references are not here.",
     ]
     return "\n".join(text + _runs_and_signatures(notes, results))
 

@@ -245,7 +245,7 @@ def test_cnndm_paired_bootstrap_from_archived_per_summary_rouge(tmp_path, monkey
     assert acvi_study_report.write(str(root), cells, str(out)) == 0
     archived = tmp_path / "results" / "acvi_study" / "runs"
     assert not (archived / "cnndm_acvi_s0" / "reference_test.txt").exists()
-    ours = json.loads((archived / "cnndm_acvi_s0" / acvi_study_report.ROUGE_ITEMS).read_text())
+    ours = json.loads((archived / "cnndm_acvi_s0" / archive.ROUGE_ITEMS).read_text())
     assert ours == [100.0, 100.0, 100.0]
     data = json.loads((tmp_path / "results" / "acvi_study.json").read_text())
     test = data["cnndm"]["acvi"]["paired_bootstrap_vs_soft"]
