@@ -155,6 +155,19 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail",
         table2_rows.append([SYSTEM_NAMES.get(system, system)] + ours + [nw, oov, " ".join(
             notes.add(dict(r, partial_eval=False, splits={})) for r in mine)
             or not_run(system)])
+    # Table 1's other rows (no pointer: it cannot adopt an OOV; lead-3 copies article
+    # sentences), measured alike; the paper's Table 2 has no such rows.
+    for key, name, _ in paper_rows:
+        if key[1] == "pointer":
+            continue
+        mine = first_per_seed([r for k, s, r in rows_ours if _match(k, key) and s is r
+                               and r.get("novelty")])
+        if not mine:
+            continue
+        table2_rows.append([name] + [seeds_cell([r["novelty"][k] for r in mine])
+                                     for k in ("novel_word_percent", "oov_adoption_percent")]
+                           + [None, "–", "–", " ".join(notes.add(dict(r, partial_eval=False,
+                                                                      splits={})) for r in mine)])
     text = [
         f"# {title}",
         "",
@@ -173,7 +186,8 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail",
         "and are not comparable with the paper's numbers; the local test chunks are the "
         "first 4,000 of 11,490 test articles (mostly CNN).",
         "",
-        "## Table 2: novel words and OOV adoption (pointer-generator + coverage)",
+        "## Table 2: novel words and OOV adoption (pointer-generator + coverage; then "
+        "Table 1's other rows, where run)",
         "",
         markdown_table(
             ["Method", "ours: novel words %", "ours: OOV adoption %",

@@ -431,3 +431,16 @@ def test_seeds_run_in_parallel_are_archived_and_rendered_from_the_archive(tmp_pa
         runner.SPECS["table4-cpu"].result_paths(str(runs_root))))
     assert _row(text, "VED (Bahuleyan et al. 2018)")[2] == "20.50 ± 0.71 (2 seeds)"
     assert "FAILED" not in capsys.readouterr().out
+
+
+def test_table2_covers_the_rows_without_a_pointer_too():
+    """Table 1's softmax-head rows get their measured novelty in Table 2 (no paper numbers:
+    the paper's Table 2 has pointer-generator rows only); rows without runs do not."""
+    transformer = _summary("seq2seq-transformer", "soft", head="softmax")
+    transformer["novelty"] = {"novel_word_percent": 12.5, "oov_adoption_percent": 0.0}
+    results = [_summary("soft", "soft"), transformer]
+    text = tables.RENDER["table1-cpu"](results)
+    table2 = text[text.index("## Table 2"):]
+    assert _row(table2, "Transformer (ICLR version)")[1:6] == ["12.50", "0.00", "–", "–", "–"]
+    assert _row(table2, "Baseline (soft attention)")[1] == "0.70"
+    assert "seq2seq with SA (20K" not in table2
