@@ -37,13 +37,17 @@ class DevDiagnostics:
         self.keys = keys
         self._fns = {}
 
-    def _fn(self, model, zero_context, mode_key):
-        key = (id(model), zero_context, mode_key)
+    def _fn(self, model, zero_context, mode_key, batch):
+        key = (id(model), zero_context, mode_key, tuple(sorted(batch)))
         if key not in self._fns:
+            # Every dimension unknown: one trace serves every dev batch (with
+            # reduce_retracing alone the second batch shape retraces).
+            signature = ({k: tf.TensorSpec([None] * v.shape.rank, v.dtype)
+                          for k, v in batch.items()},)
             self._fns[key] = tf.function(
                 lambda b: model.loss_terms(b, training=False, zero_context=zero_context,
                                            diagnostics=True),
-                reduce_retracing=True, autograph=False)
+                input_signature=signature, autograph=False)
         return self._fns[key]
 
     def __call__(self, model, batches, mode_key=None):
@@ -52,13 +56,13 @@ class DevDiagnostics:
         sums, zero_nll = {}, 0.0
         probe = supports_zero_context(model)
         for batch in batches:
-            batch = {k: v for k, v in batch.items() if k in self.keys}
-            terms = self._fn(model, False, mode_key)(batch)
+            batch = {k: tf.convert_to_tensor(v) for k, v in batch.items() if k in self.keys}
+            terms = self._fn(model, False, mode_key, batch)(batch)
             for name, value in terms.items():
                 if name != "objective":
                     sums[name] = sums.get(name, 0.0) + float(value)
             if probe:
-                zero_nll += float(self._fn(model, True, mode_key)(batch)["nll"])
+                zero_nll += float(self._fn(model, True, mode_key, batch)(batch)["nll"])
         return summarise(sums, zero_nll if probe else None)
 
 
