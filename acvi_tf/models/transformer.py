@@ -28,7 +28,7 @@ from acvi_tf.decoding.greedy import write_time
 from acvi_tf.models.heads import HEADS
 from acvi_tf.models.seq2seq import Seq2Seq
 from acvi_tf.utils.ops import dropout, fold_seed, masked_softmax, sequence_mask
-from acvi_tf.utils.precision import policy_scope, to_float32
+from acvi_tf.utils.precision import to_float32
 
 DEFAULT_CACHE_LENGTH = 256  # decoder steps a state from start() holds when no max_length is given
 
@@ -197,9 +197,8 @@ class Transformer(keras.Model):
     and the losses are float32.
     """
 
-    def __init__(self, config, **kwargs):
-        with policy_scope(config.precision):
-            self._build_layers(config, **kwargs)
+    # Seq2Seq's: _build_layers under the dtype policy of config.precision.
+    __init__ = Seq2Seq.__init__
 
     def _build_layers(self, config, **kwargs):
         super().__init__(**kwargs)
