@@ -20,6 +20,12 @@ video features), in process:
   to words through ``cnndm.outputids2words`` (an id past the example's own article
   OOVs is an error there).
 
+Each runs in float32 (ids without a precision) and once more under one of the mixed
+precision policies (``--precision=mixed_bfloat16`` or ``mixed_float16``, the latter
+training with loss scaling): they alternate over variants and tasks (:func:`_mixed`), so
+every variant meets both policies and every task meets both, at half the cost of the whole
+cross product (which passed in full when the policies were added).
+
 A combination the code refuses when the model is built (a ``ValueError`` from the
 constructor, e.g. the Transformer with a context variant or a latent) or when the
 flags are checked (``FlagError``) is skipped with the refusal as the reason; when
@@ -45,6 +51,7 @@ from experiments import flags as xflags
 from acvi_tf.models import build_model
 from acvi_tf.tasks.base import resumable_train_data
 TASKS = ("translate", "summarize", "caption")
+MIXED = ("mixed_bfloat16", "mixed_float16")  # acvi_tf.utils.precision.PRECISIONS
 CLI = {"translate": translate, "summarize": summarize, "caption": caption}
 TRAIN_STEPS = 3
 BEAM = 2
@@ -87,18 +94,28 @@ def _variants():
     return out
 
 
-# (variant id, task) -> where the failure comes from (file, line, what); xfail(strict).
+# (variant id, task, precision) -> where the failure comes from (file, line, what);
+# xfail(strict).
 KNOWN_FAILURES = {}
 
 
+def _mixed(variant_index, task_index):
+    """The mixed policy a (variant, task) runs under: alternating along both axes."""
+    return MIXED[(variant_index + task_index) % len(MIXED)]
+
+
 def _params():
+    runs = [(vid, args, task, "float32") for vid, args in _variants() for task in TASKS]
+    runs += [(vid, args, task, _mixed(i, j)) for i, (vid, args) in enumerate(_variants())
+             for j, task in enumerate(TASKS)]
     params = []
-    for vid, args in _variants():
-        for task in TASKS:
-            marks = ()
-            if (vid, task) in KNOWN_FAILURES:
-                marks = pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[(vid, task)])
-            params.append(pytest.param(vid, args, task, id=f"{vid}-{task}", marks=marks))
+    for vid, args, task, precision in runs:
+        marks = ()
+        if (vid, task, precision) in KNOWN_FAILURES:
+            marks = pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[(vid, task, precision)])
+        name = f"{vid}-{task}" + ("" if precision == "float32" else f"-{precision}")
+        params.append(pytest.param(vid, args + [f"--precision={precision}"], task, id=name,
+                                   marks=marks))
     return params
 
 
@@ -296,14 +313,20 @@ def summarize_task():
 
 def _train(config, fv, train_data, modes_at=None):
     """``TRAIN_STEPS`` steps of the Trainer's step (:func:`acvi_tf.training.step.train_step`
-    on one device: the objective per target token, global-norm clipping, Adam), one traced
-    function per mode, as the Trainer does; every logged term must be finite."""
-    import keras
+    on one device: the objective per target token, global-norm clipping, Adam -- loss-scaled
+    for mixed_float16, as the Trainer makes it), one traced function per mode, as the
+    Trainer does; every logged term must be finite."""
     import tensorflow as tf
     from acvi_tf.training.step import train_step
+    from acvi_tf.training.trainer import TrainConfig, make_optimizer
     from acvi_tf.utils.ops import fold_seed
     model = build_model(config)
-    optimizer = keras.optimizers.Adam(fv.learning_rate)
+    optimizer = make_optimizer(TrainConfig(model_dir="", optimizer="adam",
+                                           learning_rate=fv.learning_rate), config.precision)
+    if config.precision == "mixed_float16":  # the loss scale is a variable: built first
+        first, _ = next(iter(train_data(None)))
+        model.build_for_checkpoint({k: tf.convert_to_tensor(v) for k, v in first.items()})
+        optimizer.build(model.trainable_variables)
     functions = {}
 
     def step_fn(modes):
