@@ -312,7 +312,7 @@ def restore_model(model, model_dir, build_batch):
     known = {f.name for f in dataclasses.fields(TrainConfig)}
     train_config = TrainConfig(**{k: v for k, v in saved.items() if k in known
                                   and k != "model_dir"}, model_dir=model_dir)
-    optimizer = make_optimizer(train_config)
+    optimizer = make_optimizer(train_config, model.config.precision)
     optimizer.build(model.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
     try:

@@ -82,6 +82,7 @@ import time
 import numpy as np
 
 from acvi_tf.utils.provenance import code_version  # noqa: F401  (peers/run.py too)
+from acvi_tf.utils.precision import PRECISIONS
 from benchmarks.flops import _dumped_hlo, analytic_flops, hlo_dot_flops  # noqa: F401
 
 # Token ids 0-3 are pad/unk/bos/eos (ModelConfig defaults); random words start here.
@@ -175,11 +176,11 @@ MODEL_VARIANTS = {"transformer": {"model": "transformer", "attention": BASELINE}
                   "vrnmt": {"latent": "vrnmt", "attention": BASELINE}}
 
 
-def variant_config(size, variant):
-    """The ModelConfig of one benchmarked variant at one size."""
+def variant_config(size, variant, precision="float32"):
+    """The ModelConfig of one benchmarked variant at one size and precision."""
     from acvi_tf.models.seq2seq import ModelConfig
     fields = MODEL_VARIANTS.get(variant, {"attention": variant})
-    return ModelConfig(**{**size.model, **fields})
+    return ModelConfig(**{**size.model, **fields, "precision": precision})
 
 # -- measuring ----------------------------------------------------------------------------
 
@@ -294,27 +295,30 @@ def build_model(config, seed):
 class TrainRun:
     """One (size, variant, XLA) training-step measurement."""
 
-    def __init__(self, size_name, size, variant, xla, seed, max_pad_fraction):
+    def __init__(self, size_name, size, variant, xla, seed, max_pad_fraction,
+                 precision="float32"):
         self.size_name, self.variant, self.xla = size_name, variant, xla
         self.times, self.error = [], None
         self.trace_s = self.first_call_s = None
         self.config = self.model = None
         try:
-            self._build(size, seed, max_pad_fraction)
+            self._build(size, seed, max_pad_fraction, precision)
         except Exception as e:  # a variant that cannot be built is reported, not fatal
             self.error = _err(e)
 
-    def _build(self, size, seed, max_pad_fraction):
-        import keras
+    def _build(self, size, seed, max_pad_fraction, precision):
         import tensorflow as tf
-        self.config = variant_config(size, self.variant)
+        from acvi_tf.training.trainer import TrainConfig, make_optimizer
+        self.config = variant_config(size, self.variant, precision)
         batch = random_batch(self.config, size.batch, size.src_len, size.tgt_len,
                              np.random.default_rng(seed), max_pad_fraction)
         self.tokens = int((batch["tgt_out"] != self.config.pad_id).sum())
         self.batch = {k: tf.constant(v) for k, v in batch.items()}
         self.seed = seed
         self.model = build_model(self.config, seed)
-        self.optimizer = keras.optimizers.Adam(1e-3)
+        # Adam(1e-3), as the Trainer makes it (loss scaling for mixed_float16).
+        self.optimizer = make_optimizer(TrainConfig(model_dir="", optimizer="adam",
+                                                    learning_rate=1e-3), precision)
         self.optimizer.build(self.model.trainable_variables)
         self.python_step = make_train_step(self.model, self.optimizer)
         self.module_name = _module_name(self.size_name, self.variant)
@@ -365,8 +369,8 @@ def _module_name(size_name, variant):
 
 def time_train_steps(size_name, size, variants, xla, spec, log):
     """Times every variant at one (size, XLA) setting, round-robin; returns the runs."""
-    runs = [TrainRun(size_name, size, v, xla, spec["seed"], spec["max_pad_fraction"])
-            for v in variants]
+    runs = [TrainRun(size_name, size, v, xla, spec["seed"], spec["max_pad_fraction"],
+                     spec["precision"]) for v in variants]
     for run in runs:
         if run.error:
             log(f"  {size_name} {run.variant} xla={_onoff(xla)}: FAILED {run.error[:300]}")
@@ -462,7 +466,7 @@ def count_flops(run, size, mode, dump_dir, log):
     return out
 
 
-def run_beam(size_name, size, variant, model, xla, reps, seed):
+def run_beam(size_name, size, variant, model, xla, reps, seed, precision="float32"):
     """Sentences/s of beam search (XLA compile failures become the ``error``)."""
     import tensorflow as tf
     rec = {"size": size_name, "variant": variant, "xla": bool(xla),
@@ -471,7 +475,7 @@ def run_beam(size_name, size, variant, model, xla, reps, seed):
            "min_length": size.beam_max_length, "error": None}
     try:
         if model is None:
-            model = build_model(variant_config(size, variant), seed)
+            model = build_model(variant_config(size, variant, precision), seed)
         rng = np.random.default_rng(seed + 1)
         src = tf.constant(rng.integers(FIRST_WORD, model.config.src_vocab_size,
                                        (size.beam_batch, size.src_len)).astype(np.int32))
@@ -501,7 +505,7 @@ def run_beam(size_name, size, variant, model, xla, reps, seed):
 
 
 GROUP_KEYS = ("profile", "size", "xla", "train", "beam", "variants", "flops", "seed",
-              "max_pad_fraction", "warmup", "steps", "beam_reps")
+              "max_pad_fraction", "warmup", "steps", "beam_reps", "precision")
 
 
 def run_group(spec, dump_dir, log):
@@ -536,7 +540,7 @@ def run_group(spec, dump_dir, log):
         for variant in variants:
             log(f"beam search: {size_name} {variant} xla={_onoff(xla)}")
             rec = run_beam(size_name, size, variant, models.get(variant), xla,
-                           spec["beam_reps"], spec["seed"])
+                           spec["beam_reps"], spec["seed"], spec["precision"])
             if rec["error"]:
                 log(f"  error: {rec['error'][:300]}")
             beam.append(rec)
@@ -638,7 +642,9 @@ def format_tables(result):
     head = (f"{'size':<14}{'variant':<13}{'xla':<4}{'ms/step':>10}{'min':>10}{'tok/s':>8}"
             f"{'trace s':>8}{'compile s':>10}{'x soft':>7}{'(min)':>7}{'GFLOP/s':>8}"
             f"{'% peak':>7}  flops")
-    lines += ["training step (forward + backward + Adam)", head, "-" * len(head)]
+    precision = result.get("settings", {}).get("precision", "float32")
+    lines += [f"training step (forward + backward + Adam), precision {precision}", head,
+              "-" * len(head)]
     for r in result["train"]:
         prefix = f"{r['size']:<14}{r['variant']:<13}{_onoff(r['xla']):<4}"
         if r.get("error") or "ms_per_step_median" not in r:
@@ -708,6 +714,10 @@ def parse_args(argv):
                    help="FLOPs per step: auto = the XLA HLO dot count when the step was "
                         "XLA-compiled, else the analytic count; hlo = always the HLO count "
                         "(compiles the step with XLA if needed); analytic = by hand only")
+    p.add_argument("--precision", choices=PRECISIONS, default="float32",
+                   help="the models' Keras dtype policy (ModelConfig.precision): float32, or "
+                        "mixed_bfloat16 / mixed_float16 (low-precision layers, float32 "
+                        "variables, softmax and losses; mixed_float16 with loss scaling)")
     p.add_argument("--max_pad_fraction", type=float, default=0.0,
                    help="pad each sequence by a random amount up to this fraction of its "
                         "length (0: no padding)")
@@ -777,12 +787,14 @@ def _run(args, argv, profile, dump_dir):
     beam_settings = _settings(args.beam_xla or profile.beam_xla)
     spec = {"profile": args.profile, "variants": variants, "flops": args.flops,
             "seed": args.seed, "max_pad_fraction": args.max_pad_fraction,
+            "precision": args.precision,
             "warmup": profile.warmup if args.warmup is None else args.warmup,
             "steps": profile.steps if args.steps is None else args.steps,
             "beam_reps": args.beam_reps or profile.beam_reps}
 
     machine, code = machine_info(), code_version()
-    _log(f"bench --profile={args.profile}: variants {variants}, sizes {sizes}, "
+    _log(f"bench --profile={args.profile} --precision={args.precision}: variants {variants}, "
+         f"sizes {sizes}, "
          f"xla {[_onoff(x) for x in xla_settings]}, beam xla "
          f"{[_onoff(x) for x in beam_settings]}, {machine['cpu_count']} CPUs, "
          f"load {machine['load_average_at_start']}")
@@ -834,8 +846,9 @@ def _run(args, argv, profile, dump_dir):
                      "warmup_steps": spec["warmup"], "timed_steps": spec["steps"],
                      "beam_reps": spec["beam_reps"], "flops": args.flops,
                      "max_pad_fraction": args.max_pad_fraction, "seed": args.seed,
-                     "isolate": args.isolate,
-                     "optimizer": "Adam(1e-3), global-norm clip 5 (as the Trainer)",
+                     "isolate": args.isolate, "precision": args.precision,
+                     "optimizer": "Adam(1e-3), global-norm clip 5 (as the Trainer; dynamic loss "
+                                  "scaling with mixed_float16)",
                      "size_definitions": {n: dataclasses.asdict(profile.sizes[n]) for n in sizes}},
         "matmul": {"n": profile.matmul_n, "reps": profile.matmul_reps, "gflops_peak": peak,
                    "measurements": peaks},

@@ -31,6 +31,7 @@ from acvi_tf.runs import (ConfigError, RunError, command_line, load_run_config, 
                           save_run_config, update_results)
 from acvi_tf.tasks.base import DecodeConfig, RunInfo
 from acvi_tf.utils import manifest
+from acvi_tf.utils.precision import PRECISIONS
 from acvi_tf.training.trainer import TrainConfig
 from acvi_tf.training.trainer import is_chief
 from acvi_tf.training.trainer import make_strategy as _make_strategy
@@ -54,7 +55,7 @@ MODEL_FLAGS = ("embed_dim", "encoder_units", "encoder_layers", "decoder_units", 
                "attention_units", "head_units", "score", "attention", "attention_option", "head",
                "coverage", "coverage_weight", "dropout", "num_samples", "model", "num_heads",
                "ff_units", "transformer_layers", "latent", "latent_option", "word_dropout",
-               "decoder_cell", "system")
+               "decoder_cell", "system", "precision")
 TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "clip_norm",
                "batch_size", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices",
@@ -180,6 +181,13 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                        flag_values=fv)
     flags.DEFINE_integer("num_samples", d.num_samples, "Monte-Carlo samples of the ELBO.",
                          lower_bound=1, flag_values=fv)
+    flags.DEFINE_enum("precision", d.precision, PRECISIONS,
+                      "Keras dtype policy of the model's layers: float32; mixed_bfloat16 or "
+                      "mixed_float16 (float32 variables, layers computing in bfloat16 / "
+                      "float16; softmax, attention probabilities, log-probabilities, KL "
+                      "terms, losses and beam scores stay float32; mixed_float16 trains "
+                      "with dynamic loss scaling). Restored from model_dir in eval, decode "
+                      "and export.", flag_values=fv)
     flags.DEFINE_float("word_dropout", d.word_dropout, "Word dropout (Bowman et al. 2016): in "
                        "training, each decoder input word (not <bos>, not padding) becomes "
                        "UNK with this probability.", lower_bound=0.0, upper_bound=0.99,
@@ -381,7 +389,8 @@ def model_config_from_flags(flag_values=FLAGS, **task_fields):
         coverage_weight=fv.coverage_weight, dropout=fv.dropout, num_samples=fv.num_samples,
         word_dropout=fv.word_dropout, model=fv.model, num_heads=fv.num_heads,
         ff_units=fv.ff_units, transformer_layers=fv.transformer_layers, latent=fv.latent,
-        latent_options=parse_latent_options(fv.latent_option, fv.latent), **task_fields)
+        latent_options=parse_latent_options(fv.latent_option, fv.latent),
+        precision=fv.precision, **task_fields)
 
 
 def train_config_from_flags(model_dir, flag_values=FLAGS):

@@ -107,10 +107,28 @@ def test_hlo_dot_flops_counts_loop_bodies_times_their_trip_counts():
     assert counted["loops"]["unresolved_with_dots"] == 1
 
 
+def test_precision_option_builds_models_and_optimisers_of_that_policy():
+    """--precision reaches the worker spec, the models and the optimiser (loss-scaled for
+    float16); one training step and one beam search run (nothing is timed here)."""
+    import keras
+    assert bench.parse_args(["--precision=mixed_bfloat16"]).precision == "mixed_bfloat16"
+    size = bench.PROFILES["smoke"].sizes["translation"]
+    for precision in ("mixed_bfloat16", "mixed_float16"):
+        run = bench.TrainRun("translation", size, "acvi", False, 0, 0.0, precision)
+        assert run.error is None, run.error
+        assert run.model.config.precision == precision
+        assert run.model.compute_dtype == precision.removeprefix("mixed_")
+        assert isinstance(run.optimizer, keras.optimizers.LossScaleOptimizer) == (
+            precision == "mixed_float16")
+        run.first_call(warmup=0)
+        rec = bench.run_beam("translation", size, "acvi", run.model, False, 1, 0, precision)
+        assert rec["error"] is None, rec["error"]
+
+
 def test_worker_results_come_back_and_a_crashed_worker_becomes_error_records():
     group = {"profile": "smoke", "size": "translation", "xla": False, "variants": ["soft", "acvi"],
              "flops": "auto", "seed": 0, "max_pad_fraction": 0.0, "warmup": 0, "steps": 1,
-             "beam_reps": 1}
+             "beam_reps": 1, "precision": "float32"}
     empty = bench._spawn(dict(group, train=False, beam=False), log=lambda msg: None)
     assert empty == {"train": [], "flops": {}, "beam": [], "worker_exit_code": 0}
 

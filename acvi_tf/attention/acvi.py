@@ -21,6 +21,7 @@ import tensorflow_probability as tfp
 from acvi_tf.attention.base import ContextVariant, register_attention, weighted_sum
 from acvi_tf.utils import ops
 from acvi_tf.utils.ops import fold_seed, masked_logits
+from acvi_tf.utils.precision import to_float32
 
 tfd = tfp.distributions
 
@@ -291,7 +292,7 @@ class ACVI(ContextVariant):
         """log sigma^2(h_i) (Eq. 18, floored at :data:`LOG_SIGMA_SQ_FLOOR`) and the
         mixture's per-source terms, once per source."""
         prior_mean = ops.masked_mean(memory, mask) if self.prior == "mean_encoder" else None
-        log_sigma_sq = floor_log_sigma_sq(self.log_sigma_sq_net(memory))
+        log_sigma_sq = floor_log_sigma_sq(to_float32(self.log_sigma_sq_net(memory)))
         return mixture_terms(memory, log_sigma_sq, prior_mean)
 
     def step(self, scores, memory_state, state, training=False):

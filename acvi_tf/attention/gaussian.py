@@ -28,6 +28,7 @@ import tensorflow as tf
 from acvi_tf.attention.base import ContextVariant, register_attention, weighted_sum
 from acvi_tf.utils import ops
 from acvi_tf.utils.ops import fold_seed, masked_softmax
+from acvi_tf.utils.precision import to_float32
 
 PRIORS = ("standard", "mean_encoder")
 
@@ -86,7 +87,7 @@ class GaussianAttention(ContextVariant):
         """(probs [B, N], mean [B, D], log sigma^2 [B, D]) of q(a_t | x)."""
         probs = masked_softmax(scores, mask)
         mean = weighted_sum(probs, memory)  # the deterministic soft context
-        log_sigma_sq = 2.0 * self.log_sigma_net(mean)
+        log_sigma_sq = 2.0 * to_float32(self.log_sigma_net(mean))
         return probs, mean, log_sigma_sq
 
     def step(self, scores, memory_state, state, training=False):

@@ -46,6 +46,7 @@ import tensorflow as tf
 from acvi_tf.attention.base import (FEEDBACK, ContextVariant, register_attention,
                                     weighted_sum)
 from acvi_tf.utils.ops import fold_seed, masked_logits, masked_softmax
+from acvi_tf.utils.precision import to_float32
 
 INPUT_FEEDS = ("soft", "sample")
 
@@ -134,7 +135,7 @@ class VariationalAttention(ContextVariant):
         # Pointer-generator targets may hold extended-vocabulary ids: embed them as UNK.
         ids = tf.where(targets < self.target_vocab_size, targets, self.unk_id)
         u = self.target_rnn(self.target_embedding(ids), mask=tmask, training=training)
-        logits = tf.einsum("btu,bnu->btn", u, self.bilinear(memory))
+        logits = to_float32(tf.einsum("btu,bnu->btn", u, self.bilinear(memory)))
         return {"q_logits": masked_logits(logits, mask[:, None, :]), "targets": targets}
 
     def step(self, scores, memory_state, state, training=False):

@@ -24,6 +24,7 @@ import tensorflow as tf
 from acvi_tf.attention.gaussian import gaussian_kl
 from acvi_tf.latent.base import Latent, register_latent
 from acvi_tf.utils.ops import fold_seed
+from acvi_tf.utils.precision import to_float32
 
 FEEDS = ("input", "output", "both")
 
@@ -60,7 +61,7 @@ class SentenceLatent(Latent):
     def posterior(self, finals):
         """(mu, log sigma^2), [B, k] each, from the last encoder layer's final h."""
         h = finals[-1][0]
-        return self.mean_layer(h), self.log_var_layer(h)
+        return to_float32(self.mean_layer(h)), to_float32(self.log_var_layer(h))
 
     def prepare(self, memory, mask, finals, seed, training=False, targets=None):
         mean, log_var = self.posterior(finals)

@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from acvi_tf.latent.base import Latent, register_latent
 from acvi_tf.utils import ops
+from acvi_tf.utils.precision import to_float32
 
 EVAL_Z = ("posterior", "prior")
 
@@ -55,7 +56,7 @@ class GaussianNet(keras.layers.Layer):
 
     def call(self, features):
         h = self.hidden(tf.concat(features, axis=-1))
-        return self.mean(h), self.log_var(h)
+        return to_float32(self.mean(h)), to_float32(self.log_var(h))  # the KL is float32
 
 
 @register_latent("vrnmt")

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from acvi_tf.attention.base import FEEDBACK
 from acvi_tf.utils.ops import dropout, fold_seed
+from acvi_tf.utils.precision import concat_as, to_float32
 
 CELLS = ("lstm", "gru")  # ModelConfig.decoder_cell
 
@@ -119,7 +120,7 @@ class AttentionDecoder(keras.layers.Layer):
                 inputs.append(to_input)
             if latent_output is not None:
                 to_output.append(latent_output)
-        h = dropout(tf.concat(inputs, axis=-1), self.dropout_rate, fold_seed(seed, 0), training)
+        h = dropout(concat_as(inputs, x.dtype), self.dropout_rate, fold_seed(seed, 0), training)
         new_rnn = []
         for i, cell in enumerate(self.cells):
             h, cell_state = cell(h, list(state["rnn"][i]), training=training)
@@ -128,8 +129,8 @@ class AttentionDecoder(keras.layers.Layer):
                 h = dropout(h, self.dropout_rate, fold_seed(seed, 1, i), training)
         s_t = h
         coverage = state["coverage"]
-        scores = self.score(memory_state["keys"], s_t,
-                            coverage=coverage if self.coverage_active else None)
+        scores = to_float32(self.score(memory_state["keys"], s_t,
+                                       coverage=coverage if self.coverage_active else None))
         context, probs, aux, variant_state = self.variant.step(
             scores, memory_state, {"time": t, "variant": state["variant"]}, training=training)
         if zero_context:
@@ -149,7 +150,7 @@ class AttentionDecoder(keras.layers.Layer):
             latent_aux = {**latent_aux, **after_aux}
         out = dropout(s_t, self.dropout_rate, fold_seed(seed, 2), training)
         if to_output:
-            out = tf.concat([out] + to_output, axis=-1)
+            out = concat_as([out] + to_output, out.dtype)
         aux.update(latent_aux)
         log_probs, head_extras = self.head(out, context, x, probs, memory_state)
         feed = context

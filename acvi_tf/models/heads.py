@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from acvi_tf.registry import Registry
+from acvi_tf.utils.precision import concat_as, to_float32
 
 HEADS = Registry("output head")
 
@@ -15,9 +16,15 @@ class SoftmaxHead(keras.layers.Layer):
     ``call(s, c, x, probs, memory_state)`` returns ``(log_probs [B, V], extras)``;
     the pointer-generator head has the same signature and also uses the
     attention ``probs`` and the decoder input ``x``.
+
+    Under a mixed precision policy (:mod:`acvi_tf.utils.precision`) the Dense layers
+    compute in low precision and the softmax, the copy mixture and the log-probabilities
+    in float32. The head does not cast its inputs (``autocast=False``), so the float32
+    attention ``probs`` reach the copy distribution unrounded.
     """
 
     def __init__(self, vocab_size, units, **kwargs):
+        kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.units = units
@@ -28,9 +35,12 @@ class SoftmaxHead(keras.layers.Layer):
     def output_size(self):
         return self.vocab_size
 
+    def logits(self, s, c):
+        """V' tanh(V [s_t; c_t] + b) + b', float32."""
+        return to_float32(self.V_prime(self.V(concat_as([s, c], self.compute_dtype))))
+
     def call(self, s, c, x=None, probs=None, memory_state=None):
-        logits = self.V_prime(self.V(tf.concat([s, c], axis=-1)))
-        return tf.nn.log_softmax(logits), {}
+        return tf.nn.log_softmax(self.logits(s, c)), {}
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size, "units": self.units}
@@ -57,9 +67,10 @@ class PointerGeneratorHead(SoftmaxHead):
         self.p_gen_layer = keras.layers.Dense(1, name="p_gen")
 
     def call(self, s, c, x=None, probs=None, memory_state=None):
-        logits = self.V_prime(self.V(tf.concat([s, c], axis=-1)))
-        p_vocab = tf.nn.softmax(logits)
-        p_gen = tf.sigmoid(self.p_gen_layer(tf.concat([c, s, x], axis=-1)))  # [B, 1]
+        p_vocab = tf.nn.softmax(self.logits(s, c))
+        p_gen = tf.sigmoid(to_float32(
+            self.p_gen_layer(concat_as([c, s, x], self.compute_dtype))))  # [B, 1]
+        probs = to_float32(probs)
         src_ext = tf.cast(memory_state["src_ext"], tf.int32)
         max_oovs = tf.cast(memory_state["max_oovs"], tf.int32)
         batch = tf.shape(p_vocab)[0]

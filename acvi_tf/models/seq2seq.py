@@ -13,6 +13,7 @@ from acvi_tf.models.decoder import AttentionDecoder
 from acvi_tf.models.encoder import Bridge, Encoder
 from acvi_tf.models.heads import HEADS
 from acvi_tf.utils.ops import fold_seed, sequence_mask
+from acvi_tf.utils.precision import policy_scope, to_float32
 
 
 @dataclasses.dataclass
@@ -48,6 +49,7 @@ class ModelConfig:
     num_heads: int = 4                 # Transformer: attention heads (embed_dim divisible by it)
     ff_units: int = 1024               # Transformer: inner size of the position-wise FF layer
     transformer_layers: int = 4        # Transformer: encoder layers and decoder layers (each)
+    precision: str = "float32"         # Keras dtype policy: float32, mixed_bfloat16, mixed_float16
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -67,9 +69,17 @@ class Seq2Seq(keras.Model):
     ``teacher_forced(batch)`` and ``decode(batch)`` both run ``decoder.step``.
     Batches are dicts: ``src`` (ids [B, N] or features [B, N, F] with
     ``src_len``), ``tgt_in`` and ``tgt_out`` (ids [B, T], padded with pad_id).
+
+    ``config.precision`` is the dtype policy of every layer (:mod:`acvi_tf.utils.precision`);
+    the encoder states enter the decoder's memory as float32, so the context variants,
+    latents and losses compute in float32 whatever the layers compute in.
     """
 
     def __init__(self, config: ModelConfig, **kwargs):
+        with policy_scope(config.precision):
+            self._build_layers(config, **kwargs)
+
+    def _build_layers(self, config, **kwargs):
         super().__init__(**kwargs)
         self.config = config
         c = config
@@ -152,6 +162,7 @@ class Seq2Seq(keras.Model):
         mask = self.source_mask(batch)
         memory, finals = self.encoder(batch["src"], mask, training=training,
                                       seed=fold_seed(seed, 1))
+        memory = to_float32(memory)  # the variants' math is float32 (utils.precision)
         targets = batch["tgt_out"] if with_targets else None
         memory_state = self.decoder.prepare(memory, mask, seed, training=training,
                                             targets=targets)

@@ -28,6 +28,7 @@ from acvi_tf.decoding.greedy import write_time
 from acvi_tf.models.heads import HEADS
 from acvi_tf.models.seq2seq import Seq2Seq
 from acvi_tf.utils.ops import dropout, fold_seed, masked_softmax, sequence_mask
+from acvi_tf.utils.precision import to_float32
 
 DEFAULT_CACHE_LENGTH = 256  # decoder steps a state from start() holds when no max_length is given
 
@@ -50,12 +51,13 @@ def scaled_dot_product_attention(query, key, value, mask):
 
     ``query`` [B, T, H, d_k], ``key``/``value`` [B, S, H, d_k], ``mask`` bool,
     broadcastable to [B, H, T, S] (True: may attend). Returns the per-head
-    outputs [B, T, H, d_k] and the attention probabilities [B, H, T, S].
+    outputs [B, T, H, d_k] and the attention probabilities [B, H, T, S]; the softmax
+    and the probabilities are float32 whatever the projections compute in.
     """
     scale = tf.cast(1.0 / math.sqrt(query.shape[-1]), query.dtype)
     scores = tf.einsum("bthd,bshd->bhts", query * scale, key)
-    probs = masked_softmax(scores, mask)
-    return tf.einsum("bhts,bshd->bthd", probs, value), probs
+    probs = masked_softmax(to_float32(scores), mask)
+    return tf.einsum("bhts,bshd->bthd", tf.cast(probs, value.dtype), value), probs
 
 
 class AttentionSublayer(keras.layers.Layer):
@@ -190,10 +192,15 @@ class Transformer(keras.Model):
     with the last layer's cross-attention output as the context c_t and its
     head-averaged probabilities as a_t. ``head="softmax"`` is Vaswani's linear
     projection and softmax (``head_units`` unused). No context variant, latent
-    or coverage: those belong to the LSTM machine.
+    or coverage: those belong to the LSTM machine. ``config.precision`` is the dtype
+    policy of every layer, as in Seq2Seq; attention probabilities, the output softmax
+    and the losses are float32.
     """
 
-    def __init__(self, config, **kwargs):
+    # Seq2Seq's: _build_layers under the dtype policy of config.precision.
+    __init__ = Seq2Seq.__init__
+
+    def _build_layers(self, config, **kwargs):
         super().__init__(**kwargs)
         self.config = config
         c = config
@@ -262,7 +269,7 @@ class Transformer(keras.Model):
         x = layer(inputs)
         if scale:
             x = x * math.sqrt(self.model_dim)
-        x = x + sinusoidal_positions(positions, self.model_dim)[None]
+        x = x + tf.cast(sinusoidal_positions(positions, self.model_dim), x.dtype)[None]
         return dropout(x, self.config.dropout, seed, training)
 
     def _target_ids(self, ids):
@@ -284,7 +291,7 @@ class Transformer(keras.Model):
                         fold_seed(seed, 1), training, scale=bool(self.config.src_vocab_size))
         for i, layer in enumerate(self.encoder_layers):
             x = layer(x, mask, fold_seed(seed, 2, i), training=training)
-        memory = self.encoder_norm(x) * tf.cast(mask, x.dtype)[:, :, None]
+        memory = to_float32(self.encoder_norm(x) * tf.cast(mask, x.dtype)[:, :, None])
         memory_state = {"memory": memory, "mask": mask, "seed": seed,
                         "memory_kv": [layer.cross_attention.keys_values(memory)
                                       for layer in self.decoder_layers]}
@@ -307,7 +314,8 @@ class Transformer(keras.Model):
         length = max_length or DEFAULT_CACHE_LENGTH
         batch_size = tf.shape(memory_state["memory"])[0]
         heads = self.config.num_heads
-        zeros = tf.zeros([batch_size, length, heads, self.model_dim // heads], tf.float32)
+        zeros = tf.zeros([batch_size, length, heads, self.model_dim // heads],
+                         self.compute_dtype)  # the key/value projections' dtype
         state = {"time": tf.constant(0, tf.int32),
                  "cache": [{"keys": zeros, "values": zeros} for _ in self.decoder_layers]}
         return memory_state, state
@@ -335,7 +343,7 @@ class Transformer(keras.Model):
     def _head(self, out, context, embedded, attention, memory_state):
         """The output distribution at every [B, T] position (heads take rows [B*T])."""
         if self.config.head == "softmax":
-            return tf.nn.log_softmax(self.head(out)), {}
+            return tf.nn.log_softmax(to_float32(self.head(out))), {}
         shape = tf.shape(out)
         rows = lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
         # Row b*T + t of the flattened batch reads source b's extended ids.

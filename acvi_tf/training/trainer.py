@@ -31,6 +31,7 @@ from acvi_tf.training import schedules, summaries
 from acvi_tf.training.step import train_step
 from acvi_tf.utils import manifest
 from acvi_tf.utils.ops import fold_seed
+from acvi_tf.utils.precision import check_precision, is_loss_scaled
 
 
 class TrainingDiverged(RuntimeError):
@@ -67,16 +68,26 @@ class TrainConfig:
         manifest.record(os.path.dirname(path) or ".", os.path.basename(path))
 
 
-def make_optimizer(config):
+def make_optimizer(config, precision="float32"):
+    """The optimiser of ``config``; wrapped in ``keras.optimizers.LossScaleOptimizer`` (dynamic
+    loss scaling, :mod:`acvi_tf.training.step`) for a ``mixed_float16`` model."""
     if config.optimizer == "adam":
-        lr = config.learning_rate
-        return keras.optimizers.Adam(lr)
-    if config.optimizer == "sgd":
+        optimizer = keras.optimizers.Adam(config.learning_rate)
+    elif config.optimizer == "sgd":
         lr = config.learning_rate
         if config.lr_decay == "luong":
             lr = schedules.luong_sgd_schedule(config.learning_rate, config.train_steps)
-        return keras.optimizers.SGD(lr)
-    raise ValueError(f"--optimizer={config.optimizer!r}: choose adam or sgd")
+        optimizer = keras.optimizers.SGD(lr)
+    else:
+        raise ValueError(f"--optimizer={config.optimizer!r}: choose adam or sgd")
+    if is_loss_scaled(check_precision(precision)):
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def model_precision(model):
+    """The ``precision`` of a model's config ("float32" for a model without one)."""
+    return getattr(getattr(model, "config", None), "precision", "float32")
 
 
 XLA_REPLICAS_MESSAGE = (
@@ -168,7 +179,7 @@ class Trainer:
         keras.utils.set_random_seed(config.seed)
         with self.strategy.scope():
             self.model = model_fn()
-            self.optimizer = make_optimizer(config)
+            self.optimizer = make_optimizer(config, model_precision(self.model))
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         self.ckpt = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step)
         self.manager = tf.train.CheckpointManager(
@@ -255,7 +266,8 @@ class Trainer:
     def _apply_new_learning_rate(self):
         """Adam's constant learning rate is a variable of the checkpoint: a resumed run
         given another ``learning_rate`` uses the new one, and says so."""
-        lr = getattr(self.optimizer, "_learning_rate", None)
+        inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)  # loss scaling's
+        lr = getattr(inner, "_learning_rate", None)
         if not isinstance(lr, (tf.Variable, keras.Variable)):
             return  # a schedule: built from the config, so the new value already applies
         old = float(np.asarray(lr.numpy() if hasattr(lr, "numpy") else lr))

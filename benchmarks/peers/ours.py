@@ -1,5 +1,5 @@
 """Our side of the peer benchmark, in the main environment:
-``python -m benchmarks.peers.ours BATCHES``.
+``python -m benchmarks.peers.ours BATCHES [PRECISION]``.
 
 The model is ``Seq2Seq(ModelConfig(...))`` with ``attention="soft"``,
 ``score="multiplicative"`` (Luong's general score) at the sizes in the batches file, built
@@ -8,6 +8,8 @@ and given its variables by ``benchmarks.bench.build_model``; the training step i
 per-token loss, gradients, global-norm clip, update under a finiteness check) with the
 Trainer's own SGD (``trainer.make_optimizer``). Beam search is ``Seq2Seq.decode`` with
 ``min_length = max_length`` (every call decodes the full length), as ``make bench`` times it.
+``PRECISION`` is the model's ``ModelConfig.precision`` (default float32; mixed_float16
+trains with the Trainer's loss scaling).
 """
 
 import functools
@@ -16,7 +18,7 @@ import sys
 from benchmarks.peers import common
 
 
-def setup(path):
+def setup(path, precision="float32"):
     import keras
     import tensorflow as tf
 
@@ -29,10 +31,10 @@ def setup(path):
         src_vocab_size=size.src_vocab, tgt_vocab_size=size.tgt_vocab, embed_dim=size.embed,
         encoder_units=size.units, encoder_layers=size.layers, decoder_units=size.units,
         decoder_layers=size.layers, score="multiplicative", attention="soft",
-        head_units=size.units, dropout=size.dropout)
+        head_units=size.units, dropout=size.dropout, precision=precision)
     model = build_model(config, seed)
     optimizer = make_optimizer(TrainConfig(model_dir="", optimizer="sgd",
-                                           learning_rate=size.learning_rate))
+                                           learning_rate=size.learning_rate), precision)
     optimizer.build(model.trainable_variables)
     step_fn = tf.function(make_train_step(model, optimizer, clip_norm=size.clip_norm),
                           autograph=False)
@@ -55,9 +57,10 @@ def setup(path):
         beam_fn(beam_src)["lengths"].numpy()
 
     info = {"side": "ours", "tensorflow": tf.__version__, "keras": keras.__version__,
+            "precision": precision,
             "parameters": int(sum(v.shape.num_elements() for v in model.trainable_variables))}
     return common.warm_up(info, train, beam, size.warmup)
 
 
 if __name__ == "__main__":
-    sys.exit(common.serve(lambda: setup(sys.argv[1])))
+    sys.exit(common.serve(lambda: setup(*sys.argv[1:3])))

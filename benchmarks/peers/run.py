@@ -29,7 +29,9 @@ The known differences are in the JSON's ``model_notes``.
    median step), beam-search sentences/s, and ours over the peer. ``os.getloadavg()``
    is recorded before and after; numbers are results only from an idle machine.
 
-XLA is off on both sides (fp32, each framework's default ``tf.function``).
+XLA is off on both sides (fp32, each framework's default ``tf.function``). ``--precision``
+sets our side's ``ModelConfig.precision`` (mixed_bfloat16, mixed_float16; the peer stays
+fp32, and the report and the final line say so).
 End-to-end training with each side's own data pipeline is not measured.
 """
 
@@ -44,6 +46,7 @@ import subprocess
 import sys
 import time
 
+from acvi_tf.utils.precision import PRECISIONS
 from benchmarks.bench import REPO_ROOT, code_version
 from benchmarks.peers import common
 
@@ -142,9 +145,15 @@ def ratio(result, key):
     return a / b if a and b else None
 
 
+def precision_label(ours_precision):
+    """The precision of the comparison: fp32 on both sides, or each side's."""
+    return "fp32" if ours_precision == "float32" else f"ours {ours_precision}, opennmt-tf fp32"
+
+
 def final_line(result):
     value = result["ratios"]["tokens_per_s"]
-    return f"ours/opennmt-tf tokens/s: {'n/a' if value is None else format(value, '.2f')} (fp32)"
+    return (f"ours/opennmt-tf tokens/s: {'n/a' if value is None else format(value, '.2f')} "
+            f"({result['settings']['precision']})")
 
 
 def _fmt(value, spec):
@@ -167,8 +176,8 @@ def markdown(result):
         f"{s['src_vocab']}/{s['tgt_vocab']}, embeddings {s['embed']}, {s['layers']} x "
         f"{s['units']} BiLSTM / LSTM, dropout {s['dropout']}, SGD, clip {s['clip_norm']}; "
         f"{s['steps']} timed steps each after {s['warmup']} warm-up, alternating; beam "
-        f"{s['beam_width']} x {s['beam_batch']} sentences x {s['beam_max_length']} steps. fp32, "
-        "no XLA.", "",
+        f"{s['beam_width']} x {s['beam_batch']} sentences x {s['beam_max_length']} steps. "
+        f"{s['precision']}, no XLA.", "",
         "| | ours | OpenNMT-tf | ours/OpenNMT-tf |", "|---|---:|---:|---:|",
         f"| framework | TF {ours.get('tensorflow', '?')} | OpenNMT-tf "
         f"{peer.get('opennmt_tf', '?')}, TF {peer.get('tensorflow', '?')} | |",
@@ -191,7 +200,8 @@ def markdown(result):
     return "\n".join(lines) + "\n"
 
 
-def build_result(profile, argv, size, load, sides, wall_seconds, code=None, **settings):
+def build_result(profile, argv, size, load, sides, wall_seconds, code=None,
+                 ours_precision="float32", **settings):
     """The JSON record: settings, load averages, both sides' numbers and ours/peer ratios."""
     cpus = os.cpu_count() or 1
     result = {
@@ -208,7 +218,8 @@ def build_result(profile, argv, size, load, sides, wall_seconds, code=None, **se
                     for k in ("start", "before_timing")),
         "note": ("Times are results only when measured on an otherwise idle machine; see "
                  "load_average (os.getloadavg() 1/5/15 min) and idle."),
-        "settings": {**dataclasses.asdict(size), **settings, "precision": "fp32",
+        "settings": {**dataclasses.asdict(size), **settings,
+                     "precision": precision_label(ours_precision),
                      "xla": False, "order": "alternating, ours first in each round"},
         "model_notes": MODEL_NOTES,
         "sides": sides,
@@ -246,6 +257,8 @@ def parse_args(argv):
                    help="timed beam-search calls per side (0: no beam search)")
     p.add_argument("--encoder", choices=("layerwise", "stacked"), default="layerwise",
                    help="OpenNMT-tf encoder layout (see benchmarks/peers/opennmt_tf.py)")
+    p.add_argument("--precision", choices=PRECISIONS, default="float32",
+                   help="our model's dtype policy (ModelConfig.precision); OpenNMT-tf stays fp32")
     p.add_argument("--peer_python", default=DEFAULT_PEER_PYTHON,
                    help="the Python of the OpenNMT-tf environment (make bench-peers makes it)")
     p.add_argument("--seed", type=int, default=0, help="batches and parameters")
@@ -276,7 +289,8 @@ def main(argv=None):
     tokens = common.target_tokens(batches["tgt_out"][0])
     start, load, code = time.perf_counter(), {"start": load_average()}, code_version()
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    argvs = {"ours": [sys.executable, "-m", "benchmarks.peers.ours", batches_path],
+    argvs = {"ours": [sys.executable, "-m", "benchmarks.peers.ours", batches_path,
+                      args.precision],
              "opennmt-tf": [args.peer_python, "-m", "benchmarks.peers.opennmt_tf",
                             batches_path, "--encoder", args.encoder]}
     workers, sides = {}, {side: {"error": None} for side in SIDES}
@@ -314,7 +328,8 @@ def main(argv=None):
         sides[side].update(summarize(times[side]["train"], times[side]["beam"], tokens,
                                      size.beam_batch))
     result = build_result(profile, argv, size, load, sides, time.perf_counter() - start,
-                          code=code, seed=args.seed, encoder=args.encoder,
+                          code=code, ours_precision=args.precision, seed=args.seed,
+                          encoder=args.encoder,
                           batches=os.path.relpath(batches_path))
     md_path = write_outputs(result, args.out)
     print(markdown(result))

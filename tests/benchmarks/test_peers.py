@@ -95,6 +95,30 @@ def test_final_line_format():
     assert run.final_line(result) == "ours/opennmt-tf tokens/s: n/a (fp32)"
 
 
+def test_our_precision_is_in_the_settings_the_report_and_the_final_line():
+    sides = _result()["sides"]
+    result = run.build_result("quick", ["--quick"], QUICK, _result()["load_average"], sides,
+                              1.0, ours_precision="mixed_bfloat16", seed=0)
+    assert result["settings"]["precision"] == "ours mixed_bfloat16, opennmt-tf fp32"
+    assert run.final_line(result) == ("ours/opennmt-tf tokens/s: 2.00 "
+                                      "(ours mixed_bfloat16, opennmt-tf fp32)")
+    assert "steps. ours mixed_bfloat16, opennmt-tf fp32, no XLA." in run.markdown(result)
+    assert run.parse_args(["--precision=mixed_float16"]).precision == "mixed_float16"
+
+
+def test_our_worker_runs_a_mixed_float16_model(tmp_path):
+    """The ``ours`` worker at the quick size with ``mixed_float16`` (no OpenNMT-tf needed):
+    it builds the model and its loss-scaled SGD, and its training step and beam search run
+    (the warm-up runs each once, then once more here)."""
+    from benchmarks.peers import ours
+    path = str(tmp_path / "batches.npz")
+    common.save_batches(path, common.make_batches(QUICK, seed=0), QUICK, seed=0)
+    info, ops = ours.setup(path, "mixed_float16")
+    assert info["precision"] == "mixed_float16" and "beam_error" not in info, info
+    ops["train"]()
+    ops["beam"]()
+
+
 def test_quick_mode_end_to_end(tmp_path):
     if not os.path.exists(run.DEFAULT_PEER_PYTHON):
         pytest.skip("no OpenNMT-tf environment (.venv-peers): `make bench-peers` creates it")

@@ -108,6 +108,36 @@ def test_train_eval_then_decode_from_a_file(tmp_path, env):
     assert r.returncode != 0 and "--attention" in r.stderr
 
 
+def test_mixed_bfloat16_run_trains_evaluates_and_eval_restores_the_precision(tmp_path, env):
+    model_dir = str(tmp_path / "bf16")
+    r = _cli(["--profile=smoke", "--attention=acvi", "--precision=mixed_bfloat16",
+              f"--model_dir={model_dir}"], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "test (20 sentences) BLEU = " in r.stdout, r.stdout
+    with open(os.path.join(model_dir, "model_config.json")) as f:
+        assert json.load(f)["precision"] == "mixed_bfloat16"
+    with open(os.path.join(model_dir, "flags.txt")) as f:
+        assert "--precision=mixed_bfloat16" in f.read().split("\n")
+    bleu = json.load(open(os.path.join(model_dir, "results.json")))["bleu"]
+    with open(os.path.join(model_dir, "decode_test.txt")) as f:
+        decodes = f.read()
+
+    # --mode=eval without the flag rebuilds the bfloat16 model: the same decodes and BLEU.
+    r = _cli(["--mode=eval", f"--model_dir={model_dir}"], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.load(open(os.path.join(model_dir, "results.json")))["bleu"] == bleu
+    with open(os.path.join(model_dir, "decode_test.txt")) as f:
+        assert f.read() == decodes
+    # Another precision for the trained model is refused, naming the flag.
+    r = _cli(["--mode=eval", f"--model_dir={model_dir}", "--precision=float32"], env)
+    assert r.returncode != 0 and "--precision: 'float32' differs from the trained model's " \
+        "'mixed_bfloat16'" in r.stderr, r.stderr[-2000:]
+    # A value that is no policy is absl's enum error, naming the flag.
+    r = _cli(["--model_dir=x", "--precision=float64"], env)
+    assert r.returncode != 0 and "--precision=float64" in r.stderr
+    assert "mixed_bfloat16" in r.stderr
+
+
 def test_copy_baseline_and_dry_run(tmp_path, env):
     model_dir = str(tmp_path / "copy")
     r = _cli(["--mode=copy_baseline", f"--model_dir={model_dir}"], env)

@@ -54,6 +54,38 @@ def test_resume_matches_an_uninterrupted_run(tmp_path):
     assert [json.load(open(p))["position"] for p in positions] == [4, 8]
 
 
+def test_mixed_float16_checkpoints_its_loss_scale_and_restores_for_evaluation(tmp_path):
+    """mixed_float16 trains with a LossScaleOptimizer: stopped after 2 steps and resumed to
+    5, it ends with the weights and loss-scale state of an uninterrupted run (the scale's
+    good-step counter too), and runs.restore_model rebuilds it for evaluation."""
+    import keras
+    from acvi_tf import runs
+    task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
+
+    def trainer(name):
+        cfg = TrainConfig(model_dir=str(tmp_path / name), train_steps=5, learning_rate=0.01,
+                          log_every=1, eval_every=0, checkpoint_every=100, progress=False)
+        return Trainer(lambda: Seq2Seq(_cfg(attention="acvi", precision="mixed_float16")),
+                       cfg, task, log=lambda m: None)
+    full = trainer("full")
+    metrics = full.train()
+    assert isinstance(full.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert metrics["loss_scale"] == 2.0 ** 15 and int(full.optimizer.step_counter) == 5
+    trainer("part").train(stop_at=2)
+    resumed = trainer("part")
+    resumed.train()
+    for a, b in zip(_weights(full), _weights(resumed)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert int(resumed.optimizer.step_counter) == 5
+    assert float(resumed.optimizer.dynamic_scale) == float(full.optimizer.dynamic_scale)
+
+    model = Seq2Seq(_cfg(attention="acvi", precision="mixed_float16"))
+    batch = {k: v for k, v in task.batch_at(0).items()}
+    assert runs.restore_model(model, str(tmp_path / "full"), batch) == 5
+    for a, b in zip(_weights(full), [v.numpy() for v in model.trainable_variables]):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_non_finite_loss_stops_cleanly_and_keeps_last_checkpoint(tmp_path):
     task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
 
@@ -126,30 +158,43 @@ MIRRORED = textwrap.dedent("""
     from acvi_tf.data.synthetic import ReverseTask
     from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
     from acvi_tf.training.trainer import Trainer, TrainConfig, make_strategy
-    cfg = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, embed_dim=8, encoder_units=8,
-                      decoder_units=8, attention_units=8, head_units=8, attention="soft")
     out = {}
-    for name in ("default", "mirrored"):
-        strategy = make_strategy(name, num_devices=2)
-        tc = TrainConfig(model_dir=os.path.join(sys.argv[1], name), train_steps=3,
-                         learning_rate=0.01, clip_norm=0.5, progress=False, eval_every=0)
-        t = Trainer(lambda: Seq2Seq(cfg), tc, ReverseTask(vocab_size=10, batch_size=8, seed=1),
-                    strategy=strategy, log=lambda m: None)
-        t.train()
-        out[name] = {"replicas": strategy.num_replicas_in_sync,
-                     "weights": [v.numpy().tolist() for v in t.model.trainable_variables]}
+    for precision in ("float32", "mixed_float16"):
+        cfg = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, embed_dim=8, encoder_units=8,
+                          decoder_units=8, attention_units=8, head_units=8, attention="soft",
+                          precision=precision)
+        for name in ("default", "mirrored"):
+            strategy = make_strategy(name, num_devices=2)
+            tc = TrainConfig(model_dir=os.path.join(sys.argv[1], precision, name),
+                             train_steps=3, learning_rate=0.01, clip_norm=0.5, progress=False,
+                             eval_every=0)
+            t = Trainer(lambda: Seq2Seq(cfg), tc,
+                        ReverseTask(vocab_size=10, batch_size=8, seed=1), strategy=strategy,
+                        log=lambda m: None)
+            metrics = t.train()
+            out[f"{precision}/{name}"] = {
+                "replicas": strategy.num_replicas_in_sync,
+                "loss_scale": metrics.get("loss_scale"),
+                "weights": [v.numpy().tolist() for v in t.model.trainable_variables]}
     json.dump(out, open(os.path.join(sys.argv[1], "out.json"), "w"))
 """)
 
 
 def test_mirrored_strategy_on_two_cpu_devices_matches_one_device(tmp_path):
     """Two replicas with half a batch each take the same steps as one device (soft attention,
-    no dropout, so that no per-replica noise is involved); clipping uses the global norm."""
+    no dropout, so that no per-replica noise is involved); clipping uses the global norm.
+    The same with mixed_float16's loss scaling (each replica unscales its gradients before
+    they are summed), to float16's precision."""
     script = tmp_path / "run.py"
     script.write_text(MIRRORED)
     r = cli.run(str(script), [str(tmp_path)], timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.load(open(tmp_path / "out.json"))
-    assert out["mirrored"]["replicas"] == 2
-    for a, b in zip(out["default"]["weights"], out["mirrored"]["weights"]):
-        np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-4, atol=1e-5)
+    for precision, tolerance in (("float32", 1e-5), ("mixed_float16", 1e-3)):
+        one, two = out[f"{precision}/default"], out[f"{precision}/mirrored"]
+        assert two["replicas"] == 2
+        assert one["loss_scale"] == two["loss_scale"] == (
+            2.0 ** 15 if precision == "mixed_float16" else None)
+        for a, b in zip(one["weights"], two["weights"]):
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=10 * tolerance,
+                                       atol=tolerance)
