@@ -284,6 +284,8 @@ class ACVI(ContextVariant):
     def loss_weights(self):
         return {"kl": self.kl_weight}
 
+    modes = ("acvi_mixing",)
+
     def set_mode(self, acvi_mixing=None, **unused):
         self.mixing = acvi_mixing or self.default_mixing
         _check("acvi_mixing", self.mixing, MIXING_MODES)

@@ -73,6 +73,19 @@ class ContextVariant(keras.layers.Layer):
         """Receives trainer schedule modes (e.g. ``acvi_mixing='gumbel'``) at trace time."""
         return None  # a docstring-only body trips AutoGraph when traced
 
+    # The schedule modes a set_mode override reads (e.g. ``("acvi_mixing",)``). The
+    # trainer traces its step once per combination of the modes the model reads, so a
+    # variant that declares none is traced once across the ACVI Gumbel switch.
+    modes = None
+
+    def read_modes(self):
+        """The schedule modes this variant's traced step depends on: none without a
+        ``set_mode`` override, its declared :attr:`modes` with one, and ``None`` (every
+        mode, the safe answer) for an override that declares nothing."""
+        if type(self).set_mode is ContextVariant.set_mode:
+            return ()
+        return None if self.modes is None else tuple(self.modes)
+
     def prepare(self, memory, mask, training=False, targets=None):
         """Per-source work. ``targets`` ([B, T] ids) is given when the reference is
         known (training and validation loss), for variants with an inference

@@ -144,6 +144,13 @@ class Seq2Seq(keras.Model):
         self.variant.set_mode(**mode)
         self.decoder.set_mode(**mode)
 
+    def read_modes(self):
+        """The schedule modes a traced step depends on (None: any of them): the variant's
+        and ``coverage`` (kept even without coverage built in, so that switching it on
+        still traces, and fails there)."""
+        variant = self.variant.read_modes()
+        return None if variant is None else tuple(variant) + ("coverage",)
+
     def source_mask(self, batch):
         src = batch["src"]
         if src.dtype.is_floating:

@@ -264,6 +264,10 @@ class Transformer(keras.Model):
         if coverage:
             raise ValueError("coverage mode requested for a transformer, which has no coverage")
 
+    def read_modes(self):
+        """No schedule mode changes the traced step (coverage on is refused above)."""
+        return ()
+
     def _embed(self, layer, inputs, positions, seed, training, scale):
         """Embedding (times sqrt(d), Sec. 3.4) plus sinusoidal positions, then dropout."""
         x = layer(inputs)

@@ -315,7 +315,10 @@ class Trainer:
                           num_replicas)
 
     def _train_fn(self, modes, batch):
-        key = tuple(sorted(modes.items()))
+        # One trace per combination of the modes the model reads (all of them when it
+        # does not say): soft attention is not retraced at the Gumbel switch.
+        read = getattr(self.model, "read_modes", lambda: None)()
+        key = tuple(sorted((k, v) for k, v in modes.items() if read is None or k in read))
         if key not in self._train_fns:
             num_replicas = self.strategy.num_replicas_in_sync
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from acvi_tf.attention import ATTENTION
 from acvi_tf.data.synthetic import ReverseTask
 from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
 from acvi_tf.training import schedules
@@ -48,6 +49,7 @@ def test_resume_matches_an_uninterrupted_run(tmp_path):
     resumed = _trainer(tmp_path / "part", 8)
     resumed.train()
     assert int(resumed.step.numpy()) == 8
+    assert len(full._train_fns) == 2  # ACVI reads the mixing mode: traced once per mode
     for a, b in zip(_weights(full), _weights(resumed)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     positions = sorted(glob.glob(str(tmp_path / "part" / "ckpt" / "position-*.json")))
@@ -57,20 +59,23 @@ def test_resume_matches_an_uninterrupted_run(tmp_path):
 def test_mixed_float16_checkpoints_its_loss_scale_and_restores_for_evaluation(tmp_path):
     """mixed_float16 trains with a LossScaleOptimizer: stopped after 2 steps and resumed to
     5, it ends with the weights and loss-scale state of an uninterrupted run (the scale's
-    good-step counter too), and runs.restore_model rebuilds it for evaluation."""
+    good-step counter too), and runs.restore_model rebuilds it for evaluation. Soft
+    attention crosses the Gumbel switch (steps 3-4) on one traced step: it reads no mode."""
     import keras
     from acvi_tf import runs
     task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
 
     def trainer(name):
         cfg = TrainConfig(model_dir=str(tmp_path / name), train_steps=5, learning_rate=0.01,
-                          log_every=1, eval_every=0, checkpoint_every=100, progress=False)
-        return Trainer(lambda: Seq2Seq(_cfg(attention="acvi", precision="mixed_float16")),
+                          log_every=1, eval_every=0, checkpoint_every=100, progress=False,
+                          gumbel_fraction=0.4)
+        return Trainer(lambda: Seq2Seq(_cfg(attention="soft", precision="mixed_float16")),
                        cfg, task, log=lambda m: None)
     full = trainer("full")
     metrics = full.train()
     assert isinstance(full.optimizer, keras.optimizers.LossScaleOptimizer)
     assert metrics["loss_scale"] == 2.0 ** 15 and int(full.optimizer.step_counter) == 5
+    assert len(full._train_fns) == 1
     trainer("part").train(stop_at=2)
     resumed = trainer("part")
     resumed.train()
@@ -79,7 +84,7 @@ def test_mixed_float16_checkpoints_its_loss_scale_and_restores_for_evaluation(tm
     assert int(resumed.optimizer.step_counter) == 5
     assert float(resumed.optimizer.dynamic_scale) == float(full.optimizer.dynamic_scale)
 
-    model = Seq2Seq(_cfg(attention="acvi", precision="mixed_float16"))
+    model = Seq2Seq(_cfg(attention="soft", precision="mixed_float16"))
     batch = {k: v for k, v in task.batch_at(0).items()}
     assert runs.restore_model(model, str(tmp_path / "full"), batch) == 5
     for a, b in zip(_weights(full), [v.numpy() for v in model.trainable_variables]):
@@ -119,6 +124,34 @@ def test_mode_schedule_switches_to_gumbel_for_the_last_fraction():
     assert schedules.ModeSchedule(100, 0.0).modes(99)["acvi_mixing"] == "weighted"
 
 
+class _ReadsEveryMode(ATTENTION.get("soft")):
+    """A variant whose set_mode reads a mode it does not declare."""
+
+    def set_mode(self, **mode):
+        self.seen = dict(mode)
+
+
+@pytest.mark.parametrize("variant,coverage,expected", [
+    ("soft", False, ("coverage",)), ("acvi", False, ("acvi_mixing", "coverage")),
+    ("soft", True, ("coverage",)), ("reads_every_mode", False, None)])
+def test_the_trainer_traces_once_per_mode_the_model_reads(variant, coverage, expected,
+                                                          monkeypatch, tmp_path):
+    """Trainer._train_fn keys its traced steps by the modes the model reads: soft
+    attention is one trace across the Gumbel switch, ACVI one per mixing mode, and a
+    variant overriding set_mode without declaring its modes one per combination."""
+    if variant == "reads_every_mode":
+        monkeypatch.setitem(ATTENTION._entries, variant, _ReadsEveryMode)
+    model = Seq2Seq(_cfg(attention=variant, coverage=coverage))
+    assert model.read_modes() == expected
+    trainer = Trainer(lambda: model, TrainConfig(model_dir=str(tmp_path)), ReverseTask(vocab_size=V),
+                      log=lambda m: None)
+    batch = {"src": tf.zeros([2, 3], tf.int32)}
+    fns = {trainer._train_fn(modes, batch) for modes in (
+        {"acvi_mixing": "weighted", "coverage": False}, {"acvi_mixing": "gumbel", "coverage": False},
+        {"acvi_mixing": "gumbel", "coverage": True})}
+    assert len(fns) == {("coverage",): 2, ("acvi_mixing", "coverage"): 3, None: 3}[expected]
+
+
 def test_step_decay_schedule():
     lr = schedules.luong_sgd_schedule(1.0, 12000)
     values = [float(lr(s)) for s in (0, 7999, 8000, 9000, 10000, 11999)]
@@ -155,6 +188,8 @@ MIRRORED = textwrap.dedent("""
     import numpy as np, tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})  # conftest
+    from acvi_tf.attention import ATTENTION
     from acvi_tf.data.synthetic import ReverseTask
     from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
     from acvi_tf.training.trainer import Trainer, TrainConfig, make_strategy
