@@ -2,7 +2,21 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_graph_optimizer():
+    """Grappler off in the test processes: its rewrite of each freshly traced function
+    costs 1-2 CPU-seconds at the function's first call (a train step of the tiny test
+    models: 2.2 s with it, 0.8 s without), more than the few steps the tests then run,
+    and almost every test traces new functions. It changes no result (a graph optimiser
+    keeps the graph's semantics). The CLI runs of the end-to-end tests (tests/cli.py,
+    subprocesses) keep it on, as users run them."""
+    import tensorflow as tf
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -22,3 +36,21 @@ def pytest_terminal_summary(terminalreporter):
     if any(word in r for r in counts for word in ("perl", "Perl", "java", "ROUGE", "METEOR")):
         terminalreporter.write_line("metric tools missing: `python -m acvi_tf.setup_check` "
                                     "prints the command that installs them")
+
+
+if os.environ.get("ACVI_TEST_CPU"):
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        """With ACVI_TEST_CPU=FILE, append each test's CPU seconds (every thread of the
+        pytest process, set-up and tear-down included) and wall seconds to FILE: the CPU
+        time is what a test costs on idle cores, measurable while other work shares the
+        machine (wall-clock durations are not). CLI runs forked by tests/cli.py are not
+        in the CPU seconds (they are the fork server's children), only in the wall."""
+        import json
+        import time
+        start, wall = time.process_time(), time.perf_counter()
+        yield
+        with open(os.environ["ACVI_TEST_CPU"], "a") as f:
+            f.write(json.dumps({"test": item.nodeid,
+                                "cpu_seconds": round(time.process_time() - start, 2),
+                                "wall_seconds": round(time.perf_counter() - wall, 2)}) + "\n")

@@ -141,18 +141,6 @@ def _config_or_skip(task, args, make_config):
     return fv, config
 
 
-@pytest.fixture(scope="module", autouse=True)
-def no_graph_optimizer():
-    """Grappler off for this module: its rewrite of every freshly traced graph costs more
-    than the 3 steps and one beam search run on it (semantics unchanged)."""
-    import tensorflow as tf
-    saved = tf.config.optimizer.get_experimental_options()
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-    yield
-    tf.config.optimizer.set_experimental_options(
-        dict(saved, disable_meta_optimizer=saved.get("disable_meta_optimizer", False)))
-
-
 # ---------------------------------------------------------------------------
 # Fixture data, one per task (module scope: built once)
 # ---------------------------------------------------------------------------

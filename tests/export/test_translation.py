@@ -25,7 +25,7 @@ def trained(tmp_path_factory):
     # ACVI as the tables run it, trained until the translations differ from line to line.
     r = _cli(["--profile=smoke", "--attention=acvi", "--attention_option=kl_weight=0.0001",
               "--gumbel_fraction=0", f"--model_dir={model_dir}", "--mode=train",
-              "--train_steps=400", "--eval_every=400", "--checkpoint_every=400"], env)
+              "--train_steps=100", "--eval_every=100", "--checkpoint_every=100"], env)
     assert r.returncode == 0, r.stderr[-3000:]
     src = root / "input.en"
     src.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
