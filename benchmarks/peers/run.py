@@ -48,6 +48,7 @@ import time
 
 from acvi_tf.utils.precision import PRECISIONS
 from benchmarks.bench import REPO_ROOT, code_version
+from benchmarks.load import OtherLoad
 from benchmarks.peers import common
 
 SIDES = ("ours", "opennmt-tf")
@@ -124,6 +125,14 @@ def load_average():
         return None
 
 
+def is_idle(load, cpus):
+    """Idle: other processes used under a tenth of the CPUs while the steps were timed. The
+    load averages are recorded too but decide nothing: they lag by minutes (a benchmark just
+    before raises the next one's start) and our own workers' warm-up raises them."""
+    others = load.get("others_cores_during_timing")
+    return others is not None and others < 0.1 * cpus
+
+
 def summarize(train_s, beam_s, tokens, beam_batch):
     """The per-side numbers of the JSON from its step and beam-call times (seconds)."""
     out = {"steps_timed": len(train_s), "ms_per_step_all": [round(1e3 * t, 3) for t in train_s],
@@ -168,7 +177,8 @@ def markdown(result):
         f"# Peer benchmark: ours vs OpenNMT-tf ({result['profile']})", "",
         f"{result['date']}; {result['machine']['cpu_count']} CPUs; load average "
         f"(1/5/15 min) {load.get('start')} at the start, {load.get('before_timing')} before "
-        f"timing, {load.get('after_timing')} after.", ""]
+        f"timing, {load.get('after_timing')} after; other processes used "
+        f"{load.get('others_cores_during_timing')} cores while the steps were timed.", ""]
     if not result["idle"]:
         lines += ["**The machine was not idle: these timings are not results.**", ""]
     lines += [
@@ -212,10 +222,7 @@ def build_result(profile, argv, size, load, sides, wall_seconds, code=None,
                     "platform": platform.platform()},
         "code": code or code_version(),  # the commit measured (taken at the start)
         "load_average": load,
-        # Idle: the 1-minute load under a quarter of the CPUs at the start and just before
-        # timing (our own workers add about 1 while they run).
-        "idle": all(load.get(k) is not None and load[k][0] < 0.25 * cpus
-                    for k in ("start", "before_timing")),
+        "idle": is_idle(load, cpus),
         "note": ("Times are results only when measured on an otherwise idle machine; see "
                  "load_average (os.getloadavg() 1/5/15 min) and idle."),
         "settings": {**dataclasses.asdict(size), **settings,
@@ -305,6 +312,7 @@ def main(argv=None):
                 sides[side]["error"] = str(e)
                 log(str(e))
         load["before_timing"] = load_average()
+        others = OtherLoad([w.proc.pid for w in workers.values()]).start()
         plan = [("train", size.steps)]
         if all(w.info.get("beam_first_call_s") is not None for w in workers.values()):
             plan.append(("beam", size.beam_reps))
@@ -320,6 +328,7 @@ def main(argv=None):
                 log(f"bench-peers: {op} round {i + 1}/{count}: " + ", ".join(
                     f"{s} {1e3 * t[op][-1]:.1f} ms" for s, t in times.items() if t[op]))
         load["after_timing"] = load_average()
+        load["others_cores_during_timing"] = others.stop()
     finally:
         for worker in workers.values():
             worker.close()

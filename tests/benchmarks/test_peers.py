@@ -60,7 +60,8 @@ def test_both_sides_read_the_same_batches(tmp_path):
 
 def _result(ours_tokens_s=2.0, peer_tokens_s=1.0, idle=True):
     load = {"start": [0.0, 0.0, 0.0] if idle else [3.0, 3.0, 3.0],
-            "before_timing": [0.1, 0.0, 0.0], "after_timing": [0.9, 0.2, 0.1]}
+            "before_timing": [0.1, 0.0, 0.0], "after_timing": [0.9, 0.2, 0.1],
+            "others_cores_during_timing": 0.01 if idle else 1.5}
     sides = {side: {"error": None, "tensorflow": "x", "parameters": 10,
                     **run.summarize([1.0 / t] * 2, [0.5, 0.25], tokens=1, beam_batch=2)}
              for side, t in (("ours", ours_tokens_s), ("opennmt-tf", peer_tokens_s))}
