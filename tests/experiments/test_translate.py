@@ -65,6 +65,9 @@ def _event_tags(model_dir):
 
 
 def test_train_eval_then_decode_from_a_file(tmp_path, env):
+    # With TensorFlow's graph optimizer on, as a real run has it (tests/cli.py turns it
+    # off in the other CLI runs, for time).
+    env = dict(env, ACVI_TEST_GRAPPLER="1")
     model_dir = str(tmp_path / "run")
     r = _cli(["--profile=smoke", "--attention=acvi", f"--model_dir={model_dir}"], env)
     assert r.returncode == 0, r.stderr[-3000:]
