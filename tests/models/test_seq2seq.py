@@ -136,6 +136,29 @@ def test_deferred_acvi_kl_equals_per_step_sums():
     np.testing.assert_allclose(out["kl"].numpy(), out["kl_mc"].numpy())
 
 
+@pytest.mark.parametrize("kl_scale", [None, 0.5])
+def test_a_zero_weighted_kl_is_logged_and_leaves_the_gradients_of_nll_plus_zero_kl(kl_scale):
+    """KL weight 0 (ACVI (ours)): the objective skips the term, so its backward pass is not
+    run; the KL is still logged, and the gradients equal those of the straightforward
+    nll + 0 * kl, with the same sampled contexts."""
+    batch = {k: tf.constant(v) for k, v in
+             ReverseTask(vocab_size=V, batch_size=4, min_len=2, max_len=6).batch_at(3).items()}
+    model = Seq2Seq(tiny_config(attention="acvi",
+                                attention_options={"kl_weight": 0.0}))
+    scale = None if kl_scale is None else tf.constant(kl_scale)
+    model.loss_terms(batch, training=True, seed=5, kl_scale=scale)  # builds the weights
+    with tf.GradientTape(persistent=True) as tape:
+        terms = model.loss_terms(batch, training=True, seed=5, kl_scale=scale)
+        straightforward = terms["nll"] + 0.0 * terms["kl"]
+    assert float(terms["kl"]) > 0 and np.isfinite(float(terms["kl_mc"]))
+    np.testing.assert_allclose(float(terms["objective"]), float(terms["nll"]))
+    skipped = tape.gradient(terms["objective"], model.trainable_variables)
+    full = tape.gradient(straightforward, model.trainable_variables)
+    for a, b in zip(skipped, full):
+        np.testing.assert_allclose(tf.convert_to_tensor(a).numpy(),
+                                   tf.convert_to_tensor(b).numpy(), rtol=1e-6, atol=1e-7)
+
+
 def test_unknown_variant_lists_choices():
     with pytest.raises(ValueError, match="soft"):
         Seq2Seq(tiny_config(attention="nope"))
