@@ -94,6 +94,7 @@ class VariationalAttention(ContextVariant):
     aux_loss_names = ("kl", "reinforce", "nll_soft", "reward")
     kl_names = ("kl",)  # KL(q || p); the REINFORCE surrogate and nll_soft are not annealed
     uses_target_vocab = True
+    uses_feedback = True  # the head on the soft context too: REINFORCE's baseline
 
     def __init__(self, memory_dim, target_vocab_size=None, pad_id=0, unk_id=1,
                  embed_dim=None, units=None, kl_weight=1.0, baseline_weight=1.0,

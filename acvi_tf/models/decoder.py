@@ -1,8 +1,10 @@
 """The attentional recurrent decoder (LSTM, or GRU) and its single ``step()``.
 
 Teacher-forced training (``Seq2Seq.teacher_forced``) and every search strategy
-(:mod:`acvi_tf.decoding`) call the same ``step``; nothing else advances the
-decoder.
+(:mod:`acvi_tf.decoding`) advance the decoder with the same ``core_step``; ``step``
+is ``core_step`` and then the output head. Teacher forcing, which knows every input
+in advance, runs the head once after the loop on all steps' inputs (tested equal,
+values and gradients, to running it at every step).
 """
 
 import keras
@@ -107,7 +109,26 @@ class AttentionDecoder(keras.layers.Layer):
         ``zero_context`` replaces c_t by zeros wherever the decoder reads it (the
         head and the next input): the context-use diagnostic
         (:mod:`acvi_tf.training.diagnostics`).
+
+        It is :meth:`core_step` followed by the head; teacher forcing runs the head
+        after the loop instead, on all steps at once (``Seq2Seq.teacher_forced``).
         """
+        head_inputs, new_state, extras, feedback = self.core_step(
+            input_ids, state, memory_state, training=training, zero_context=zero_context)
+        log_probs, head_extras = self.head(*head_inputs, memory_state)
+        if feedback is not None:  # the variant asked for the head on other contexts
+            out, _, x, probs = head_inputs
+            extra = [self.head(out, c, x, probs, memory_state)[0]
+                     for c in feedback.get("contexts", ())]
+            extras["aux"].update(self.variant.output_aux(log_probs, extra, feedback,
+                                                         memory_state, {"time": state["time"]}))
+        return log_probs, new_state, {**extras, **head_extras}
+
+    def core_step(self, input_ids, state, memory_state, training=False, zero_context=False):
+        """Everything of :meth:`step` but the head, which reads nothing the next step
+        needs: ``(head_inputs, new_state, extras, feedback)``, with ``head_inputs`` =
+        (the head's s_t [with latent outputs], c_t, the input embedding x_t, a_t) and
+        ``feedback`` the variant's ``FEEDBACK`` dict or None."""
         t = state["time"]
         seed = fold_seed(memory_state["seed"], t, 31)
         x = self.embed(input_ids)
@@ -152,14 +173,9 @@ class AttentionDecoder(keras.layers.Layer):
         if to_output:
             out = concat_as([out] + to_output, out.dtype)
         aux.update(latent_aux)
-        log_probs, head_extras = self.head(out, context, x, probs, memory_state)
         feed = context
         feedback = aux.pop(FEEDBACK, None)
-        if feedback is not None:  # the variant asked for the head on other contexts
-            extra = [self.head(out, c, x, probs, memory_state)[0]
-                     for c in feedback.get("contexts", ())]
-            aux.update(self.variant.output_aux(log_probs, extra, feedback, memory_state,
-                                               {"time": t}))
+        if feedback is not None:
             feed = feedback.get("input_feed", context)
             if zero_context:
                 feed = tf.zeros_like(feed)
@@ -167,11 +183,4 @@ class AttentionDecoder(keras.layers.Layer):
                      "coverage": coverage + probs, "variant": variant_state}
         if self.latent is not None:
             new_state["latent"] = latent_state
-        extras = {"attention": probs, "aux": aux, **head_extras}
-        return log_probs, new_state, extras
-
-    def get_config(self):
-        return {**super().get_config(), "vocab_size": self.vocab_size,
-                "embed_dim": self.embed_dim, "units": self.units,
-                "num_layers": self.num_layers, "dropout": self.dropout_rate,
-                "unk_id": self.unk_id, "use_coverage": self.use_coverage, "cell": self.cell}
+        return (out, context, x, probs), new_state, {"attention": probs, "aux": aux}, feedback

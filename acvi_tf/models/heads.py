@@ -42,6 +42,11 @@ class SoftmaxHead(keras.layers.Layer):
     def call(self, s, c, x=None, probs=None, memory_state=None):
         return tf.nn.log_softmax(self.logits(s, c)), {}
 
+    def tile_memory(self, memory_state, times):
+        """What ``call`` reads of ``memory_state``, for inputs that stack ``times`` steps
+        time-major ([times * B, ...], row t * B + b): nothing here."""
+        return {}
+
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size, "units": self.units}
 
@@ -65,6 +70,10 @@ class PointerGeneratorHead(SoftmaxHead):
         super().__init__(vocab_size, units, **kwargs)
         # One Dense over [c; s; x] is w_c^T c + w_s^T s + w_x^T x + b_ptr.
         self.p_gen_layer = keras.layers.Dense(1, name="p_gen")
+
+    def tile_memory(self, memory_state, times):
+        return {"src_ext": tf.tile(memory_state["src_ext"], [times, 1]),
+                "max_oovs": memory_state["max_oovs"]}
 
     def call(self, s, c, x=None, probs=None, memory_state=None):
         p_vocab = tf.nn.softmax(self.logits(s, c))

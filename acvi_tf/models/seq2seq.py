@@ -216,22 +216,42 @@ class Seq2Seq(keras.Model):
         arrays = {n: tf.TensorArray(tf.float32, size=length) for n in deferred}
         if return_attention or diagnostics:
             arrays["attention"] = tf.TensorArray(tf.float32, size=length)
+        # The head reads nothing the next step needs: unless the variant feeds the head's
+        # output back (FEEDBACK), the loop stores its inputs and the head runs once on all
+        # steps after it, one [T*B, units] x [units, V] product instead of T small ones.
+        # Stored as float32: the head casts to its compute dtype, which rounds a bfloat16
+        # or float16 value back to itself.
+        head_later = not self.variant.uses_feedback
+        head_inputs = (tuple(tf.TensorArray(tf.float32, size=length) for _ in range(4))
+                       if head_later else ())
 
-        def body(t, state, sums, arrays):
-            log_probs, state, extras = self.step(tgt_in[:, t], state, memory_state, training,
-                                                 zero_context=zero_context)
+        def body(t, state, sums, arrays, head_inputs):
+            if head_later:
+                inputs, state, extras, feedback = self.decoder.core_step(
+                    tgt_in[:, t], state, memory_state, training, zero_context=zero_context)
+                if feedback is not None:
+                    raise ValueError(f"{type(self.variant).__name__} returned FEEDBACK: set "
+                                     "its uses_feedback = True")
+                head_inputs = tuple(a.write(t, tf.cast(v, tf.float32))
+                                    for a, v in zip(head_inputs, inputs))
+                new = {"nll": sums["nll"]}
+            else:
+                log_probs, state, extras = self.step(tgt_in[:, t], state, memory_state,
+                                                     training, zero_context=zero_context)
+                target_lp = tf.gather(log_probs, tgt_out[:, t], batch_dims=1)
+                new = {"nll": sums["nll"] - target_lp * tmask[:, t]}
             m = tmask[:, t]
-            target_lp = tf.gather(log_probs, tgt_out[:, t], batch_dims=1)
-            new = {"nll": sums["nll"] - target_lp * m}
             for n in names:
                 new[n] = sums[n] + extras["aux"][n] * m
             arrays = {n: a.write(t, extras["attention"] if n == "attention" else extras["aux"][n])
                       for n, a in arrays.items()}
-            return t + 1, state, new, arrays
+            return t + 1, state, new, arrays, head_inputs
 
-        _, _, sums, arrays = tf.while_loop(
-            lambda t, *_: t < length, body, (tf.constant(0), state, sums, arrays),
+        _, _, sums, arrays, head_inputs = tf.while_loop(
+            lambda t, *_: t < length, body, (tf.constant(0), state, sums, arrays, head_inputs),
             maximum_iterations=length)  # XLA needs the bound for gradients
+        if head_later:
+            sums["nll"] = sums["nll"] + self._head_nll(head_inputs, memory_state, tgt_out, tmask)
         stacked = {n: _batch_major(a.stack()) for n, a in arrays.items()}
         out = dict(sums)
         if self.latent is not None:
@@ -246,6 +266,19 @@ class Seq2Seq(keras.Model):
         if return_attention:
             out["attention"] = stacked["attention"]
         return out
+
+    def _head_nll(self, head_inputs, memory_state, tgt_out, tmask):
+        """sum_t -log P_t(y_t) [B] from the head run once on the stacked per-step inputs
+        ([T, B, ...] each, flattened time-major to [T * B, ...])."""
+        length, batch_size = tf.shape(tgt_out)[1], tf.shape(tgt_out)[0]
+        stacked = [a.stack() for a in head_inputs]
+        flat = [tf.reshape(v, tf.concat([[-1], tf.shape(v)[2:]], 0)) for v in stacked]
+        head = self.decoder.head
+        log_probs, _ = head(*flat, head.tile_memory(memory_state, length))
+        targets = tf.reshape(tf.transpose(tgt_out), [-1])
+        target_lp = tf.reshape(tf.gather(log_probs, targets, batch_dims=1),
+                               [length, batch_size])
+        return -tf.reduce_sum(target_lp * tf.transpose(tmask), axis=0)
 
     def loss_terms(self, batch, training=False, seed=0, kl_scale=None, noise_scale=None,
                    **probes):

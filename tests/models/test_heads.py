@@ -1,6 +1,7 @@
 """Output heads: Eq. (4) and the pointer-generator mixture of Eqs. (5)-(6); coverage (Eqs. 7-9)."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from acvi_tf.models.heads import PointerGeneratorHead, SoftmaxHead
@@ -100,3 +101,44 @@ def test_pointer_beam_search_feeds_oovs_back_as_unk():
     ids = out["ids"].numpy()
     assert ids.max() < V + 2  # within the extended vocabulary
     assert np.all(np.isfinite(out["scores"].numpy()))
+
+
+def _in_loop_and_after_loop(model, batch, monkeypatch):
+    """(terms, gradients) of the objective with the head run after the loop (the default)
+    and inside it at every step (the straightforward way, as a FEEDBACK variant runs)."""
+    out = []
+    for in_loop in (False, True):
+        monkeypatch.setattr(type(model.variant), "uses_feedback", in_loop)
+        with tf.GradientTape() as tape:
+            terms = model.loss_terms(batch, training=True, seed=3)
+        grads = tape.gradient(terms["objective"], model.trainable_variables)
+        out.append(({k: v.numpy() for k, v in terms.items()},
+                    [tf.convert_to_tensor(g).numpy() for g in grads]))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["pointer+coverage", "acvi", "gru+vrnmt", "ved+word_dropout"])
+def test_the_head_after_the_loop_equals_the_head_at_every_step(kind, monkeypatch):
+    """Teacher forcing runs the head once on all steps' stacked inputs: the NLL, every
+    other term and every gradient equal those of the head run inside the loop, with
+    dropout on (the same seeds reach the same places)."""
+    from acvi_tf.data.synthetic import ReverseTask
+    if kind == "pointer+coverage":
+        model, batch = _pointer_model(), _pointer_batch()
+    else:
+        options = {"acvi": dict(attention="acvi"),
+                   "gru+vrnmt": dict(decoder_cell="gru", latent="vrnmt"),
+                   "ved+word_dropout": dict(latent="ved", word_dropout=0.3)}[kind]
+        model = Seq2Seq(ModelConfig(src_vocab_size=V, tgt_vocab_size=V, embed_dim=4,
+                                    encoder_units=4, decoder_units=8, attention_units=4,
+                                    head_units=8, dropout=0.2, **options))
+        batch = {k: tf.constant(v) for k, v in ReverseTask(
+            vocab_size=V, batch_size=3, min_len=2, max_len=5, seed=1).batch_at(0).items()}
+    model.loss_terms(batch, training=True, seed=3)  # builds every variable
+    (after, g_after), (inside, g_inside) = _in_loop_and_after_loop(model, batch, monkeypatch)
+    assert after.keys() == inside.keys()
+    for name in after:
+        np.testing.assert_allclose(after[name], inside[name], rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+    for a, b in zip(g_after, g_inside):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)

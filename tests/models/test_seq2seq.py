@@ -150,7 +150,8 @@ def test_a_zero_weighted_kl_is_logged_and_leaves_the_gradients_of_nll_plus_zero_
     with tf.GradientTape(persistent=True) as tape:
         terms = model.loss_terms(batch, training=True, seed=5, kl_scale=scale)
         straightforward = terms["nll"] + 0.0 * terms["kl"]
-    assert float(terms["kl"]) > 0 and np.isfinite(float(terms["kl_mc"]))
+    # Logged: the bound is positive; the one-sample MC estimate may be of either sign.
+    assert float(terms["kl_bound"]) > 0 and np.isfinite(float(terms["kl"]))
     np.testing.assert_allclose(float(terms["objective"]), float(terms["nll"]))
     skipped = tape.gradient(terms["objective"], model.trainable_variables)
     full = tape.gradient(straightforward, model.trainable_variables)
