@@ -1,0 +1,167 @@
+"""Where ACVI's training step spends its time beyond soft attention's: an ablation.
+
+Each row is the same model at the paper's sizes (``bench.TRANSLATION_MODEL`` or
+``SUMMARIZATION_MODEL``) with one part of ACVI removed, so the difference between two
+rows is that part's cost. The rows' steps are timed alternately in one process (A B C
+A B C ...), so a load that changes during the run affects every row alike:
+
+* ``soft``: soft attention, the reference;
+* ``acvi``: ACVI with its defaults (the paper's ELBO: Monte-Carlo KL, weight 1);
+* ``acvi_kl0``: ACVI (ours), KL weight 0: the KL is logged, not differentiated;
+* ``acvi_kl0_no_variance``: as ``acvi_kl0`` with the noise's standard deviation
+  sqrt(sum_i a_i^2 sigma_i^2) (Eq. 25) replaced by a constant: the per-step
+  [B, N] x [B, N, D] product and its [B, N, D] gradient are gone;
+* ``acvi_kl0_no_noise``: the context is the posterior mean: what is left is the
+  sigma network and the log-softmax.
+
+The ablated rows are not models anyone should train; they only price the parts.
+``python -m benchmarks.acvi_ablation --out bench_results/acvi_ablation.json`` writes
+JSON and a markdown table beside it; the load average and the CPU other processes
+used while timing (``benchmarks.load``) are recorded, and the table says when the
+machine was not idle.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from benchmarks.bench import (REPO_ROOT, SUMMARIZATION_MODEL, TOY_MODEL, TRANSLATION_MODEL,
+                              code_version)
+from benchmarks.load import OtherLoad
+
+SIZES = {"translation": (TRANSLATION_MODEL, 128, 50, 50),
+         "summarization": (dict(SUMMARIZATION_MODEL, dropout=0.0), 16, 400, 100),
+         "toy": (TOY_MODEL, 2, 5, 4)}  # checks the harness; times nothing of interest
+ROWS = ("soft", "acvi", "acvi_kl0", "acvi_kl0_no_variance", "acvi_kl0_no_noise")
+
+
+def _contexts():
+    """The sample_mixed_context replacements of the ablated rows."""
+    import tensorflow as tf
+    from acvi_tf.attention.base import weighted_sum
+
+    def no_variance(weights, memory, sigma_sq, seed, noise_scale=None):
+        mean = weighted_sum(weights, memory)
+        return mean + 1e-3 * tf.random.stateless_normal(tf.shape(mean), seed=seed,
+                                                       dtype=mean.dtype)
+
+    def no_noise(weights, memory, sigma_sq, seed, noise_scale=None):
+        return weighted_sum(weights, memory)
+    return {"acvi_kl0_no_variance": no_variance, "acvi_kl0_no_noise": no_noise}
+
+
+def build_steps(size, rows, seed=0):
+    """{row: traced step function} and the batch, every row at ``size``."""
+    import keras
+    import tensorflow as tf
+    from acvi_tf.attention import acvi as acvi_module
+    from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
+    from acvi_tf.training.step import train_step
+    model_fields, batch_size, src_len, tgt_len = SIZES[size]
+    rng = np.random.default_rng(seed)
+    high = min(1000, model_fields["src_vocab_size"], model_fields["tgt_vocab_size"])
+    batch = {"src": rng.integers(4, high, [batch_size, src_len]),
+             "tgt_in": rng.integers(4, high, [batch_size, tgt_len]),
+             "tgt_out": rng.integers(4, high, [batch_size, tgt_len])}
+    batch = {k: tf.constant(v, tf.int32) for k, v in batch.items()}
+    original, replaced = acvi_module.sample_mixed_context, _contexts()
+    steps = {}
+    try:
+        for row in rows:
+            extra = {} if row == "soft" else {"attention": "acvi"}
+            if row.startswith("acvi_kl0"):
+                extra["attention_options"] = {"kl_weight": 0.0}
+            model = Seq2Seq(ModelConfig(**model_fields, **extra))
+            optimizer = keras.optimizers.Adam(1e-3)
+            model.loss_terms(batch, training=True, seed=0)
+            optimizer.build(model.trainable_variables)
+            fn = tf.function(lambda b, m=model, o=optimizer: train_step(m, o, b, tf.constant(1)),
+                             autograph=False)
+            # ACVI looks the sampler up when the step is traced: trace under the row's.
+            acvi_module.sample_mixed_context = replaced.get(row, original)
+            fn(batch)
+            acvi_module.sample_mixed_context = original
+            steps[row] = fn
+    finally:
+        acvi_module.sample_mixed_context = original
+    return steps, batch
+
+
+def time_rows(steps, batch, rounds, log=print):
+    times = {row: [] for row in steps}
+    for i in range(rounds):
+        for row, fn in steps.items():
+            start = time.perf_counter()
+            fn(batch)
+            times[row].append(time.perf_counter() - start)
+        log(f"round {i + 1}/{rounds}: " + ", ".join(f"{r} {t[-1]:.2f} s"
+                                                    for r, t in times.items()))
+    return times
+
+
+def summarize(times):
+    soft = statistics.median(times["soft"])
+    return {row: {"seconds_all": [round(t, 4) for t in ts],
+                  "seconds_median": statistics.median(ts),
+                  "over_soft": statistics.median(ts) / soft}
+            for row, ts in times.items()}
+
+
+def markdown(result):
+    code = result["code"]
+    if isinstance(code, dict):
+        code = code.get("commit", "?")[:7] + (" + uncommitted changes" if code.get("dirty") else "")
+    lines = [f"# ACVI's step time by part ({result['size']}, paper sizes)", "",
+             f"{result['date']}; commit {code}; load average {result['load_start']} "
+             f"at the start, {result['load_end']} at the end; other processes used "
+             f"{result['others_cores_during_timing']} cores while timing.", ""]
+    if not result["idle"]:
+        lines += ["**The machine was not idle: these timings are not results.**", ""]
+    lines += [f"Command: `{result['command']}`. {result['rounds']} rounds, the rows "
+              "alternating; median seconds per training step (Adam, fp32, XLA off).", "",
+              "| row | s/step (median) | / soft |", "|---|---:|---:|"]
+    for row, r in result["rows"].items():
+        lines.append(f"| {row} | {r['seconds_median']:.3f} | {r['over_soft']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", choices=sorted(SIZES), default="translation")
+    p.add_argument("--rounds", type=int, default=5, help="timed steps per row")
+    p.add_argument("--out", default="bench_results/acvi_ablation.json")
+    args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error(f"--rounds: {args.rounds} must be at least 1")
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    steps, batch = build_steps(args.size, ROWS)
+    others = OtherLoad().start()
+    times = time_rows(steps, batch, args.rounds, log)
+    others_cores = others.stop()
+    cpus = os.cpu_count() or 1
+    result = {"size": args.size, "rounds": args.rounds, "code": code_version(),
+              "command": "python -m benchmarks.acvi_ablation " + " ".join(
+                  sys.argv[1:] if argv is None else argv),
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "load_start": load_start, "load_end": [round(x, 2) for x in os.getloadavg()],
+              "others_cores_during_timing": others_cores,
+              "idle": others_cores is not None and others_cores < 0.1 * cpus,
+              "rows": summarize(times)}
+    out = os.path.join(REPO_ROOT, args.out) if not os.path.isabs(args.out) else args.out
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.splitext(out)[0] + ".md", "w") as f:
+        f.write(markdown(result))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
