@@ -1,6 +1,6 @@
 # acvi_tf: every table is a make target. `make help` lists them.
 PYTHON ?= python3
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 
 .PHONY: help install test demo bench bench-quick bench-peers lint table4 table4-cpu table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
 
@@ -12,7 +12,7 @@ install:  ## pip install the package with pinned dependencies (+ test tools), th
 	$(PYTHON) -m acvi_tf.setup_check
 
 test:  ## the whole test suite (tiny sizes, CPU; about 8 minutes on 2 idle cores)
-	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) tests
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal tests
 
 lint:  ## byte-compile everything and run ruff if it is installed
 	$(PYTHON) -m compileall -q acvi_tf experiments benchmarks tests
