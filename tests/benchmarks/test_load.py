@@ -1,33 +1,39 @@
-import subprocess
+import os
 import sys
 import time
 
 import pytest
 
+from benchmarks import load as load_module
 from benchmarks.load import OtherLoad
 from benchmarks.peers import run
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 
-SPIN = "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass\n"
+def test_other_load_is_the_machines_busy_time_minus_ours_over_the_window(monkeypatch):
+    """(machine busy seconds - our processes' seconds) / wall seconds, never below 0; the
+    clocks and /proc are replaced, so no other work on the machine changes the answer."""
+    clock = {"wall": 100.0, "busy": 50.0, 1: 10.0, 2: 5.0}
+    monkeypatch.setattr(load_module.time, "monotonic", lambda: clock["wall"])
+    monkeypatch.setattr(load_module, "_machine_busy_seconds", lambda: clock["busy"])
+    monkeypatch.setattr(load_module, "_process_seconds", lambda pid: clock.get(pid, 0.0))
+    monkeypatch.setattr(load_module.os, "getpid", lambda: 1)
+    meter = OtherLoad([2]).start()
+    # 4 s pass: the machine was busy 6 CPU-s, ours 1.5 + 0.5 of it: others used 1 core.
+    clock.update(wall=104.0, busy=56.0)
+    clock[1], clock[2] = 11.5, 5.5
+    assert meter.stop() == 1.0
+    meter = OtherLoad([2]).start()
+    clock.update(wall=110.0, busy=57.5)  # ours used more than the machine counted
+    clock[1] = 25.0
+    assert meter.stop() == 0.0
 
 
-def _measure(own):
-    """Other processes' cores over the window in which a 1.5 s busy loop runs; the loop is
-    ours (its pid passed) or another process's."""
-    proc = subprocess.Popen([sys.executable, "-c", SPIN])
-    load = OtherLoad([proc.pid] if own else []).start()
-    time.sleep(1.0)
-    others = load.stop()
-    proc.wait()
-    return others
-
-
-def test_a_busy_process_that_is_not_ours_counts_and_our_own_worker_does_not():
-    # The child's interpreter start-up is outside the 1.0 s window's first moments only
-    # roughly, so the bounds are loose; a spinning process uses about one core.
-    assert _measure(own=False) > 0.5
-    assert _measure(own=True) < 0.5
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
+def test_on_this_machine_it_reads_proc_and_gives_cores():
+    meter = OtherLoad([os.getpid()]).start()
+    time.sleep(0.3)
+    others = meter.stop()
+    assert others is not None and 0.0 <= others <= (os.cpu_count() or 1)
 
 
 def test_idle_is_decided_by_the_other_processes_during_timing():
