@@ -57,10 +57,10 @@ class ContextVariant(keras.layers.Layer):
     aux_loss_names = ()
     kl_names = ()            # the aux_loss_names that are KL terms (annealed)
     deferred_names = ()      # per-step tensors stacked for deferred_aux
+    deferred_aux_names = ()  # the aux_loss_names that deferred_aux (not step) returns
     # True for a variant whose step may return FEEDBACK: teacher forcing then runs the
     # head inside the loop, at every step (otherwise once, after the loop, on all steps).
     uses_feedback = False
-    deferred_aux_names = ()  # the aux_loss_names that deferred_aux (not step) returns
     # True: Seq2Seq passes target_vocab_size, pad_id and unk_id (an inference network
     # over the target ids owns its own embedding).
     uses_target_vocab = False

@@ -184,3 +184,9 @@ class AttentionDecoder(keras.layers.Layer):
         if self.latent is not None:
             new_state["latent"] = latent_state
         return (out, context, x, probs), new_state, {"attention": probs, "aux": aux}, feedback
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size,
+                "embed_dim": self.embed_dim, "units": self.units,
+                "num_layers": self.num_layers, "dropout": self.dropout_rate,
+                "unk_id": self.unk_id, "use_coverage": self.use_coverage, "cell": self.cell}

@@ -85,3 +85,17 @@ def test_decoder_cell_flag_reaches_the_model_config():
     translate.define_flags(fv)
     with pytest.raises(flags.IllegalFlagValueError):
         fv(["prog", "--decoder_cell=rnn"])
+
+
+def test_the_decoder_config_names_its_constructor_arguments():
+    """AttentionDecoder.get_config (lost once in a refactor without any test noticing)."""
+    from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
+    model = Seq2Seq(ModelConfig(src_vocab_size=12, tgt_vocab_size=11, embed_dim=4,
+                                encoder_units=4, decoder_units=6, attention_units=4,
+                                head_units=4, decoder_layers=2, decoder_cell="gru",
+                                coverage=True, dropout=0.1))
+    config = model.decoder.get_config()
+    assert {k: config[k] for k in ("vocab_size", "embed_dim", "units", "num_layers", "dropout",
+                                   "use_coverage", "cell")} == {
+        "vocab_size": 11, "embed_dim": 4, "units": 6, "num_layers": 2, "dropout": 0.1,
+        "use_coverage": True, "cell": "gru"}
