@@ -23,6 +23,7 @@ machine was not idle.
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import statistics
@@ -32,8 +33,8 @@ import time
 import numpy as np
 
 from benchmarks.bench import (REPO_ROOT, SUMMARIZATION_MODEL, TOY_MODEL, TRANSLATION_MODEL,
-                              code_version)
-from benchmarks.load import OtherLoad
+                              code_version, make_train_step, random_batch)
+from benchmarks.load import OtherLoad, is_idle, load_average
 
 SIZES = {"translation": (TRANSLATION_MODEL, 128, 50, 50),
          "summarization": (dict(SUMMARIZATION_MODEL, dropout=0.0), 16, 400, 100),
@@ -62,14 +63,10 @@ def build_steps(size, rows, seed=0):
     import tensorflow as tf
     from acvi_tf.attention import acvi as acvi_module
     from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
-    from acvi_tf.training.step import train_step
     model_fields, batch_size, src_len, tgt_len = SIZES[size]
-    rng = np.random.default_rng(seed)
-    high = min(1000, model_fields["src_vocab_size"], model_fields["tgt_vocab_size"])
-    batch = {"src": rng.integers(4, high, [batch_size, src_len]),
-             "tgt_in": rng.integers(4, high, [batch_size, tgt_len]),
-             "tgt_out": rng.integers(4, high, [batch_size, tgt_len])}
-    batch = {k: tf.constant(v, tf.int32) for k, v in batch.items()}
+    batch = random_batch(ModelConfig(**model_fields), batch_size, src_len, tgt_len,
+                         np.random.default_rng(seed))
+    batch = {k: tf.constant(v) for k, v in batch.items()}
     original, replaced = acvi_module.sample_mixed_context, _contexts()
     steps = {}
     try:
@@ -81,8 +78,8 @@ def build_steps(size, rows, seed=0):
             optimizer = keras.optimizers.Adam(1e-3)
             model.loss_terms(batch, training=True, seed=0)
             optimizer.build(model.trainable_variables)
-            fn = tf.function(lambda b, m=model, o=optimizer: train_step(m, o, b, tf.constant(1)),
-                             autograph=False)
+            step = tf.function(make_train_step(model, optimizer), autograph=False)
+            fn = functools.partial(step, seed=tf.constant(1))
             # ACVI looks the sampler up when the step is traced: trace under the row's.
             acvi_module.sample_mixed_context = replaced.get(row, original)
             fn(batch)
@@ -139,20 +136,19 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error(f"--rounds: {args.rounds} must be at least 1")
-    load_start = [round(x, 2) for x in os.getloadavg()]
+    load_start = load_average()
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     steps, batch = build_steps(args.size, ROWS)
     others = OtherLoad().start()
     times = time_rows(steps, batch, args.rounds, log)
     others_cores = others.stop()
-    cpus = os.cpu_count() or 1
     result = {"size": args.size, "rounds": args.rounds, "code": code_version(),
               "command": "python -m benchmarks.acvi_ablation " + " ".join(
                   sys.argv[1:] if argv is None else argv),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "load_start": load_start, "load_end": [round(x, 2) for x in os.getloadavg()],
+              "load_start": load_start, "load_end": load_average(),
               "others_cores_during_timing": others_cores,
-              "idle": others_cores is not None and others_cores < 0.1 * cpus,
+              "idle": is_idle(others_cores),
               "rows": summarize(times)}
     out = os.path.join(REPO_ROOT, args.out) if not os.path.isabs(args.out) else args.out
     os.makedirs(os.path.dirname(out), exist_ok=True)

@@ -83,6 +83,7 @@ import numpy as np
 
 from acvi_tf.utils.provenance import code_version  # noqa: F401  (peers/run.py too)
 from acvi_tf.utils.precision import PRECISIONS
+from benchmarks.load import load_average
 from benchmarks.flops import _dumped_hlo, analytic_flops, hlo_dot_flops  # noqa: F401
 
 # Token ids 0-3 are pad/unk/bos/eos (ModelConfig defaults); random words start here.
@@ -188,13 +189,6 @@ def _now():
     return time.perf_counter()
 
 
-def _load():
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
 def machine_info():
     import keras
     import tensorflow as tf
@@ -226,7 +220,7 @@ def machine_info():
         "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
         "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "load_average_at_start": _load(),
+        "load_average_at_start": load_average(),
     }
 
 
@@ -801,7 +795,7 @@ def _run(args, argv, profile, dump_dir):
     # The peak is measured before and after every group (a busy machine lowers it) and
     # the best measurement is used.
     peaks = [dict(matmul_peak(profile.matmul_n, profile.matmul_reps), when="start",
-                  load=_load())]
+                  load=load_average())]
     _log(f"matmul: {peaks[-1]['gflops_best']:.1f} GFLOP/s")
 
     train, beam, groups, flops = [], [], [], {}
@@ -811,11 +805,11 @@ def _run(args, argv, profile, dump_dir):
                 continue
             group = dict(spec, size=size_name, xla=xla, train=xla in xla_settings,
                          beam=xla in beam_settings)
-            load_before, t0 = _load(), _now()
+            load_before, t0 = load_average(), _now()
             result = (_spawn(group, _log) if args.isolate
                       else run_group(group, dump_dir, _log))
             groups.append({"size": size_name, "xla": xla, "seconds": _now() - t0,
-                           "load_before": load_before, "load_after": _load(),
+                           "load_before": load_before, "load_after": load_average(),
                            "worker_exit_code": result.get("worker_exit_code")})
             train += result["train"]
             beam += result["beam"]
@@ -826,7 +820,7 @@ def _run(args, argv, profile, dump_dir):
                                    fields["flops_method"] == "xla_hlo_dot"):
                     flops[(size_name, variant)] = fields
             peaks.append(dict(matmul_peak(profile.matmul_n, profile.matmul_reps),
-                              when=f"after {size_name} xla={_onoff(xla)}", load=_load()))
+                              when=f"after {size_name} xla={_onoff(xla)}", load=load_average()))
 
     peak = max(p["gflops_best"] for p in peaks)
     for rec in train:
@@ -835,7 +829,7 @@ def _run(args, argv, profile, dump_dir):
     result = {
         "profile": args.profile,
         "argv": list(sys.argv[1:] if argv is None else argv),
-        "machine": {**machine, "load_average_at_end": _load()},
+        "machine": {**machine, "load_average_at_end": load_average()},
         "code": code,  # at the start; each worker imports the working tree as it is then
         "note": ("Timings are noisy when other processes share the CPU: see the load "
                  "averages per group and the matmul measurements. FLOPs count matmuls only "

@@ -27,6 +27,22 @@ def _process_seconds(pid):
     return sum(int(x) for x in rest[11:15]) / _TICK  # utime stime cutime cstime
 
 
+def load_average():
+    """``os.getloadavg()`` (1/5/15 min) rounded to 0.01, or None where it is missing. Recorded
+    beside every benchmark; it decides nothing (see the module docstring)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def is_idle(others_cores, cpus=None):
+    """Idle: other processes used under a tenth of the CPUs while the steps were timed
+    (``others_cores`` from :meth:`OtherLoad.stop`; None, not measured, is not idle)."""
+    cpus = cpus or os.cpu_count() or 1
+    return others_cores is not None and others_cores < 0.1 * cpus
+
+
 class OtherLoad:
     """``start()`` before the timed window and ``stop()`` after it; ``stop`` returns the cores
     that processes other than ``pids`` (and this one) used on average meanwhile, or None where

@@ -48,7 +48,8 @@ import time
 
 from acvi_tf.utils.precision import PRECISIONS
 from benchmarks.bench import REPO_ROOT, code_version
-from benchmarks.load import OtherLoad
+from benchmarks.load import OtherLoad, load_average
+from benchmarks.load import is_idle as load_is_idle
 from benchmarks.peers import common
 
 SIDES = ("ours", "opennmt-tf")
@@ -118,19 +119,12 @@ class Worker:
             self.proc.wait()
 
 
-def load_average():
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
 def is_idle(load, cpus):
-    """Idle: other processes used under a tenth of the CPUs while the steps were timed. The
-    load averages are recorded too but decide nothing: they lag by minutes (a benchmark just
-    before raises the next one's start) and our own workers' warm-up raises them."""
-    others = load.get("others_cores_during_timing")
-    return others is not None and others < 0.1 * cpus
+    """:func:`benchmarks.load.is_idle` of what other processes used while the steps were
+    timed. The load averages are recorded too but decide nothing: they lag by minutes (a
+    benchmark just before raises the next one's start) and our own workers' warm-up
+    raises them."""
+    return load_is_idle(load.get("others_cores_during_timing"), cpus)
 
 
 def summarize(train_s, beam_s, tokens, beam_batch):
