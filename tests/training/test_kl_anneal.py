@@ -205,7 +205,6 @@ DISTRIBUTED = textwrap.dedent("""
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})  # conftest
     from acvi_tf.data.synthetic import ReverseTask
     from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
     from acvi_tf.training.trainer import Trainer, TrainConfig, make_strategy

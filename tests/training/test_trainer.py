@@ -188,7 +188,6 @@ MIRRORED = textwrap.dedent("""
     import numpy as np, tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})  # conftest
     from acvi_tf.attention import ATTENTION
     from acvi_tf.data.synthetic import ReverseTask
     from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
