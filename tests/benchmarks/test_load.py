@@ -31,9 +31,10 @@ def test_other_load_is_the_machines_busy_time_minus_ours_over_the_window(monkeyp
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 def test_on_this_machine_it_reads_proc_and_gives_cores():
     meter = OtherLoad([os.getpid()]).start()
-    time.sleep(0.3)
+    time.sleep(1.0)
     others = meter.stop()
-    assert others is not None and 0.0 <= others <= (os.cpu_count() or 1)
+    # /proc counts in clock ticks (10 ms): over 1 s, a few ticks of rounding either way.
+    assert others is not None and 0.0 <= others <= 1.1 * (os.cpu_count() or 1)
 
 
 def test_idle_is_decided_by_the_other_processes_during_timing():
