@@ -50,9 +50,15 @@ if os.environ.get("ACVI_TEST_CPU"):
         import time
         from tests import cli
         start, wall = time.process_time() + cli.child_cpu_seconds, time.perf_counter()
+        began = time.time()
         yield
         cpu = time.process_time() + cli.child_cpu_seconds - start
         with open(os.environ["ACVI_TEST_CPU"], "a") as f:
             f.write(json.dumps({"test": item.nodeid,
                                 "cpu_seconds": round(cpu, 2),
-                                "wall_seconds": round(time.perf_counter() - wall, 2)}) + "\n")
+                                "wall_seconds": round(time.perf_counter() - wall, 2),
+                                # when and where it ran: the suite's timeline (idle
+                                # workers, the tail) is read from these
+                                "start": round(began, 2),
+                                "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")})
+                    + "\n")
