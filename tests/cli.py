@@ -14,8 +14,10 @@ text=True)`` returns it.
 
 The child turns TensorFlow's graph optimizer (Grappler) off, as conftest does in the
 test processes: at the tests' tiny sizes it costs more than it saves (measured: one
-smoke translate run, train + eval + decode, 14.7 -> 12.1 CPU-seconds). A run that sets
-``ACVI_TEST_GRAPPLER=1`` in its environment keeps it on, as a real run has it.
+smoke translate run, train + eval + decode, 14.7 -> 12.1 CPU-seconds); it also inherits
+conftest's oneDNN switch (off) from the fork server. A run that sets
+``ACVI_TEST_AS_RUN=1`` in its environment runs as a user runs it instead: a fresh
+interpreter (``subprocess.run``), Grappler and oneDNN on.
 
 Tests that must prove something about a genuinely new interpreter (the SavedModel
 served where acvi_tf cannot be imported, several TF_CONFIG workers) still use
@@ -83,7 +85,7 @@ def _child(module, args, env, cwd, stdin_path, out_path, err_path):
     sys.path[:0] = [os.path.dirname(os.path.abspath(module)) if script else cwd] + [
         p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.argv = [module] + list(args)
-    if not env.get("ACVI_TEST_GRAPPLER"):
+    if not env.get("ACVI_TEST_AS_RUN"):
         import tensorflow as tf  # preloaded: no import cost
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     try:
@@ -130,6 +132,8 @@ def run(module, args, env=None, cwd=REPO, input=None, timeout=900):
     preloaded fork server; a ``module`` ending in ``.py`` is a script path, run as
     ``python module *args``."""
     env = dict(os.environ if env is None else env)
+    if env.get("ACVI_TEST_AS_RUN"):
+        return _run_fresh(module, args, env, cwd, input, timeout)
     with tempfile.TemporaryDirectory(prefix="cli_") as tmp:
         paths = [os.path.join(tmp, name) for name in ("stdin", "stdout", "stderr")]
         for path, text in zip(paths, (input or "", "", "")):
@@ -153,3 +157,20 @@ def run(module, args, env=None, cwd=REPO, input=None, timeout=900):
         _add_cpu(os.path.join(tmp, "cpu"))
     argv = ["python"] + ([] if module.endswith(".py") else ["-m"]) + [module] + list(args)
     return subprocess.CompletedProcess(argv, proc.exitcode, out, err)
+
+
+def _run_fresh(module, args, env, cwd, input, timeout):
+    """The CLI in a new interpreter with TensorFlow's defaults: conftest's oneDNN switch
+    is taken out of its environment (Grappler is on unless the child turns it off)."""
+    global child_cpu_seconds
+    if env.get("ACVI_TEST_ONEDNN_OFF"):
+        env = {k: v for k, v in env.items()
+               if k not in ("TF_ENABLE_ONEDNN_OPTS", "ACVI_TEST_ONEDNN_OFF")}
+    argv = [sys.executable] + ([] if module.endswith(".py") else ["-m"]) + [module] + list(args)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(argv, env=env, cwd=cwd, input=input, capture_output=True, text=True,
+                       timeout=timeout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    child_cpu_seconds += (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    r.args = ["python"] + argv[1:]
+    return r

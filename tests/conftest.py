@@ -5,6 +5,14 @@ import os
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# oneDNN off in the test processes (read when TensorFlow is imported, after this file):
+# it builds a kernel primitive for every new op shape, which at the tests' sizes costs
+# more than the op (measured: tests/models/test_seq2seq.py 60.2 -> 53.4 CPU-s). It changes
+# no result beyond float round-off. The CLI runs inherit it through tests/cli.py's fork
+# server; one with ACVI_TEST_AS_RUN=1 runs with TensorFlow's defaults, as users do.
+if "TF_ENABLE_ONEDNN_OPTS" not in os.environ:
+    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
+    os.environ["ACVI_TEST_ONEDNN_OFF"] = "1"
 
 
 @pytest.fixture(scope="session", autouse=True)

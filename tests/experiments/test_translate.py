@@ -65,11 +65,12 @@ def _event_tags(model_dir):
 
 
 def test_train_eval_then_decode_from_a_file(tmp_path, env):
-    # With TensorFlow's graph optimizer on, as a real run has it (tests/cli.py turns it
+    # Training and the decode that must reproduce it run as a real run does: a fresh
+    # interpreter, TensorFlow's graph optimizer and oneDNN on (tests/cli.py turns them
     # off in the other CLI runs, for time).
-    env = dict(env, ACVI_TEST_GRAPPLER="1")
+    as_run = dict(env, ACVI_TEST_AS_RUN="1")
     model_dir = str(tmp_path / "run")
-    r = _cli(["--profile=smoke", "--attention=acvi", f"--model_dir={model_dir}"], env)
+    r = _cli(["--profile=smoke", "--attention=acvi", f"--model_dir={model_dir}"], as_run)
     assert r.returncode == 0, r.stderr[-3000:]
     # BLEU printed with sacrebleu's signature, for dev and test.
     assert "test (20 sentences) BLEU = " in r.stdout, r.stdout
@@ -96,7 +97,7 @@ def test_train_eval_then_decode_from_a_file(tmp_path, env):
     src = os.path.join(env["ACVI_DATA_MIRROR"], "multi30k", "tok", "test_2016_flickr.lc.norm.tok.en")
     out = str(tmp_path / "out.de")
     r = _cli(["--mode=decode", f"--model_dir={model_dir}", f"--input={src}", f"--output={out}"],
-             env)
+             as_run)
     assert r.returncode == 0, r.stderr[-3000:]
     with open(out) as f:
         assert f.read().split("\n")[:20] == test_hyps
