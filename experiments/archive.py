@@ -36,8 +36,8 @@ def archive(runs, archive_root):
         decode = os.path.join(model_dir, "decode_test.txt")
         stale = os.path.exists(items) and os.path.exists(decode) and (
             os.path.getmtime(items) < os.path.getmtime(decode))  # a later eval re-decoded
-        missing = not os.path.exists(items) and not os.path.exists(os.path.join(dest, ROUGE_ITEMS))
-        if (stale or missing) and os.path.exists(os.path.join(model_dir, "reference_test.txt")):
+        if (stale or not os.path.exists(items)) and os.path.exists(
+                os.path.join(model_dir, "reference_test.txt")):
             # kept beside the run too, so a table rendered from the run has them
             with open(items + ".tmp", "w", encoding="utf-8") as f:
                 json.dump(rouge1_items(model_dir), f)
@@ -45,6 +45,9 @@ def archive(runs, archive_root):
         for f in ARCHIVED + (ROUGE_ITEMS,):
             if os.path.exists(os.path.join(model_dir, f)):
                 shutil.copyfile(os.path.join(model_dir, f), os.path.join(dest, f))
+            elif f == ROUGE_ITEMS and os.path.exists(os.path.join(dest, f)):
+                # an earlier run archived under this name: its scores are not this run's
+                os.remove(os.path.join(dest, f))
         copied += 1
     return copied
 

@@ -255,3 +255,25 @@ def test_cnndm_paired_bootstrap_from_archived_per_summary_rouge(tmp_path, monkey
     _fake_summaries(str(root / "bad"), refs, refs, 50.0)
     with pytest.raises(ValueError, match="reported 50.000"):
         archive.rouge1_items(str(root / "bad"))
+
+
+@pytest.mark.skipif(__import__("acvi_tf.metrics.rouge", fromlist=["x"]).missing_requirements()
+                    is not None, reason="ROUGE-1.5.5 needs Perl with XML::Parser")
+def test_a_rerun_archived_under_an_old_name_replaces_its_per_summary_rouge(tmp_path):
+    """A row trained again archives its own per-summary ROUGE-1 over the earlier run's
+    (the bootstrap of a re-run once read the replaced run's scores), and a run that
+    cannot score its summaries leaves none behind."""
+    refs = ["the cat sat on the mat .", "police killed the gunman .", "a b c d ."]
+    old, new = str(tmp_path / "old"), str(tmp_path / "new")
+    _fake_summaries(old, refs, refs, 100.0)
+    _fake_summaries(new, ["the cat x", "police x y", "a x x"], refs, 33.862)
+    dest = tmp_path / "archive"
+    assert archive.archive([("row", old)], str(dest)) == 1
+    assert json.loads((dest / "row" / archive.ROUGE_ITEMS).read_text()) == [100.0] * 3
+    assert archive.archive([("row", new)], str(dest)) == 1
+    again = json.loads((dest / "row" / archive.ROUGE_ITEMS).read_text())
+    assert again == archive.rouge1_items(new) and again != [100.0] * 3
+    os.remove(os.path.join(new, "reference_test.txt"))
+    os.remove(os.path.join(new, archive.ROUGE_ITEMS))
+    assert archive.archive([("row", new)], str(dest)) == 1
+    assert not (dest / "row" / archive.ROUGE_ITEMS).exists()
