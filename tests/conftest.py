@@ -39,6 +39,14 @@ def pytest_collection_finish(session):
     gc.set_threshold(10000, 10, 10)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the test files heaviest first by tests/durations.json
+    (tests/durations.py says why); ACVI_TEST_ORDER=files keeps the files' own order."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("ACVI_TEST_ORDER") != "files":
+        from tests import durations
+        items[:] = durations.order(items, durations.load())
+
+
 def pytest_terminal_summary(terminalreporter):
     """Skipped tests grouped by their reason, with the command that enables the metric ones."""
     import collections
