@@ -11,6 +11,8 @@ import textwrap
 
 import numpy as np
 
+from tests import cli
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 WORKER = textwrap.dedent("""
@@ -67,11 +69,13 @@ def test_two_workers_match_one_worker_and_only_the_chief_writes(tmp_path):
     env.pop("TF_CONFIG", None)
     ports = ",".join(str(p) for p in _free_ports(2))
     shared = tmp_path / "run"
-    # The single-worker reference runs beside the two workers: they spend much of
-    # their time waiting on each other, not computing.
     runs = [[str(tmp_path / f"w{i}"), str(shared), str(i), ports] for i in range(2)]
-    runs.append([str(tmp_path / "one"), str(tmp_path / "one_run"), "0", ""])
     procs = [subprocess.Popen([sys.executable, str(script)] + args, env=env) for args in runs]
+    # The single-worker reference runs beside the two workers (they spend much of their
+    # time waiting on each other), forked from tests/cli.py's server: no TensorFlow import.
+    r = cli.run(str(script), [str(tmp_path / "one"), str(tmp_path / "one_run"), "0", ""],
+                env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
     for p in procs:
         assert p.wait(timeout=600) == 0
     one, one_weights = _load(str(tmp_path / "one"))
