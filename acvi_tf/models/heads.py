@@ -42,6 +42,13 @@ class SoftmaxHead(keras.layers.Layer):
     def call(self, s, c, x=None, probs=None, memory_state=None):
         return tf.nn.log_softmax(self.logits(s, c)), {}
 
+    def target_log_prob(self, targets, s, c, x=None, probs=None, memory_state=None):
+        """log P_t(y_t) [B] of ``targets`` [B]: what teacher forcing needs of ``call``,
+        from the fused softmax cross-entropy (no [B, V] log-probabilities kept for the
+        backward pass)."""
+        return -tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.cast(targets, tf.int32), logits=self.logits(s, c))
+
     def tile_memory(self, memory_state, times):
         """What ``call`` reads of ``memory_state``, for inputs that stack ``times`` steps
         time-major ([times * B, ...], row t * B + b): nothing here."""
@@ -89,3 +96,21 @@ class PointerGeneratorHead(SoftmaxHead):
         indices = tf.stack([rows, src_ext], axis=-1)  # [B, N, 2]
         final = tf.tensor_scatter_nd_add(vocab_part, indices, (1.0 - p_gen) * probs)
         return tf.math.log(final + EPSILON), {"p_gen": p_gen[:, 0]}
+
+    def target_log_prob(self, targets, s, c, x=None, probs=None, memory_state=None):
+        """log P_t(y_t) [B] of ``targets`` [B] (extended ids), Eq. (6) at y_t only:
+        p_gen P_vocab(y_t) (0 for a source OOV) + (1 - p_gen) sum_{i: w_i = y_t} a_t^i.
+        The same number as ``call`` then a gather, without the scatter over the extended
+        vocabulary, which is slow on CPU (XLA runs it as a serial loop)."""
+        targets = tf.cast(targets, tf.int32)
+        logits = self.logits(s, c)
+        in_vocab = targets < self.vocab_size
+        log_p_vocab = -tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.where(in_vocab, targets, 0), logits=logits)
+        p_vocab = tf.where(in_vocab, tf.exp(log_p_vocab), 0.0)
+        p_gen = tf.sigmoid(to_float32(
+            self.p_gen_layer(concat_as([c, s, x], self.compute_dtype))))[:, 0]
+        same = tf.cast(tf.equal(tf.cast(memory_state["src_ext"], tf.int32), targets[:, None]),
+                       tf.float32)
+        copy = tf.reduce_sum(to_float32(probs) * same, axis=-1)
+        return tf.math.log(p_gen * p_vocab + (1.0 - p_gen) * copy + EPSILON)

@@ -274,10 +274,10 @@ class Seq2Seq(keras.Model):
         stacked = [a.stack() for a in head_inputs]
         flat = [tf.reshape(v, tf.concat([[-1], tf.shape(v)[2:]], 0)) for v in stacked]
         head = self.decoder.head
-        log_probs, _ = head(*flat, head.tile_memory(memory_state, length))
         targets = tf.reshape(tf.transpose(tgt_out), [-1])
-        target_lp = tf.reshape(tf.gather(log_probs, targets, batch_dims=1),
-                               [length, batch_size])
+        target_lp = tf.reshape(
+            head.target_log_prob(targets, *flat, head.tile_memory(memory_state, length)),
+            [length, batch_size])
         return -tf.reduce_sum(target_lp * tf.transpose(tmask), axis=0)
 
     def loss_terms(self, batch, training=False, seed=0, kl_scale=None, noise_scale=None,

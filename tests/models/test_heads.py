@@ -142,3 +142,36 @@ def test_the_head_after_the_loop_equals_the_head_at_every_step(kind, monkeypatch
                                    err_msg=name)
     for a, b in zip(g_after, g_inside):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("head_cls", [SoftmaxHead, PointerGeneratorHead])
+def test_target_log_prob_is_the_distribution_at_the_target_in_values_and_gradients(head_cls):
+    """Teacher forcing's log P_t(y_t) (fused cross-entropy; for the pointer, Eq. 6 at y_t
+    without the scatter) equals ``call``'s full distribution gathered at y_t, in value and
+    in the gradients of every weight and input: for in-vocabulary targets, an article OOV
+    that occurs twice in the source (6), and one absent from it."""
+    s, c, x, probs, src_ext = _inputs()
+    head = head_cls(V, 7)
+    memory_state = {"src_ext": tf.constant(src_ext), "max_oovs": tf.constant(3)}
+    pointer = head_cls is PointerGeneratorHead
+    for targets in ([2, 0], [6, 8], [7, 5]) if pointer else ([2, 0], [5, 3]):
+        targets = tf.constant(targets)
+        results = []
+        for fused in (True, False):
+            with tf.GradientTape() as tape:
+                tape.watch([s, c, x, probs])
+                if fused:
+                    lp = head.target_log_prob(targets, s, c, x, probs, memory_state)
+                else:
+                    lp = tf.gather(head(s, c, x, probs, memory_state)[0], targets, batch_dims=1)
+                loss = tf.reduce_sum(lp * tf.constant([1.0, 0.5]))
+            grads = tape.gradient(loss, [s, c, x, probs] + head.trainable_variables)
+            results.append((lp.numpy(), [tf.convert_to_tensor(g).numpy() if g is not None
+                                         else None for g in grads]))
+        (lp_fused, g_fused), (lp_full, g_full) = results
+        np.testing.assert_allclose(lp_fused, lp_full, rtol=1e-5, atol=1e-6)
+        for a, b in zip(g_fused, g_full):
+            if a is None or b is None:  # softmax: x and probs are not read
+                assert a is None and b is None and not pointer
+                continue
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
