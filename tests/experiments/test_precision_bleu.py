@@ -1,11 +1,11 @@
-"""benchmarks/precision_bleu.py: two precisions' runs side by side, paired by seed."""
+"""experiments/precision_bleu.py: two precisions' runs side by side, paired by seed."""
 
 import json
 
 import pytest
 import sacrebleu
 
-from benchmarks import precision_bleu
+from experiments import precision_bleu
 from experiments.tables import significance
 
 REFS = ["a man runs on the grass .", "two dogs play in the snow .", "a girl reads a book ."]

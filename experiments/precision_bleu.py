@@ -1,7 +1,7 @@
 """Does mixed precision cost BLEU? Runs trained with the same flags in two precisions,
 side by side, with a paired bootstrap (issue 11: bf16 within 0.5 BLEU of fp32).
 
-    python -m benchmarks.precision_bleu --baseline RUN [RUN ...] --candidate RUN [RUN ...] \\
+    python -m experiments.precision_bleu --baseline RUN [RUN ...] --candidate RUN [RUN ...] \\
         --out results/precision_bf16.md
 
 Each RUN is a translate model_dir (or its archive) holding ``results.json``; the
@@ -93,7 +93,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from acvi_tf.runs import write_report, write_text
     result = compare(args.baseline, args.candidate)
-    command = "python -m benchmarks.precision_bleu " + " ".join(
+    command = "python -m experiments.precision_bleu " + " ".join(
         sys.argv[1:] if argv is None else argv)
     write_report(args.out, render(result, command))
     write_text(os.path.splitext(args.out)[0] + ".json", json.dumps(result, indent=1))
