@@ -31,18 +31,13 @@ def _load(paths, flag):
     return runs
 
 
-def _precision(r):
-    argv = (r.get("train_command") or r.get("command") or "").split()
-    values = [a.split("=", 1)[1] for a in argv if a.startswith("--precision=")]
-    return values[-1] if values else "float32"
-
-
 def _summary(runs):
+    from experiments.tables.render import flag_of
     test = [r["bleu"]["test"] for r in runs]
     return {"runs": len(runs), "test_bleu_mean": statistics.mean(test),
             "test_bleu_std": statistics.stdev(test) if len(test) > 1 else None,
             "val_bleu": [r["bleu"]["dev"] for r in runs], "test_bleu": test,
-            "precision": sorted({_precision(r) for r in runs}),
+            "precision": sorted({flag_of(r, "precision", "float32") for r in runs}),
             "train_minutes": [round(r.get("train_wall_time_sec", 0) / 60, 1) for r in runs],
             "commands": [r.get("train_command") or r.get("command") for r in runs]}
 
@@ -51,9 +46,9 @@ def compare(baseline_paths, candidate_paths):
     from experiments.tables.significance import bleu_vs
     base = _load(baseline_paths, "--baseline")
     cand = _load(candidate_paths, "--candidate")
-    return {"baseline": _summary(base), "candidate": _summary(cand),
-            "difference_test_bleu": (_summary(cand)["test_bleu_mean"]
-                                     - _summary(base)["test_bleu_mean"]),
+    baseline, candidate = _summary(base), _summary(cand)
+    return {"baseline": baseline, "candidate": candidate,
+            "difference_test_bleu": candidate["test_bleu_mean"] - baseline["test_bleu_mean"],
             "paired_bootstrap_test_bleu": bleu_vs(base, cand)}
 
 

@@ -43,20 +43,25 @@ def find_results(paths, task="translate", key="bleu"):
     return found
 
 
-def seed_of(r):
-    """The run's ``--seed``: its last occurrence in the command that trained the model
-    (``train_command``; a later ``--mode=eval`` records its own ``command`` and ``argv``,
-    which need not repeat the seed), else in the recorded argv or command; 0, the flag's
-    default, when absent."""
+def flag_of(r, name, default=None, cast=str):
+    """The value of ``--name`` the run was trained with: its last occurrence in the command
+    that trained the model (``train_command``; a later ``--mode=eval`` records its own
+    ``command`` and ``argv``, which need not repeat it), else in the recorded argv or
+    command, as ``--name=V`` or ``--name V``; ``default`` when absent."""
     argv = (r.get("train_command") or "").split() or r.get("argv") or \
         r.get("command", "").split()
-    seed = 0
+    value = default
     for i, a in enumerate(argv):
-        if a.startswith("--seed="):
-            seed = int(a.split("=", 1)[1])
-        elif a == "--seed" and i + 1 < len(argv):
-            seed = int(argv[i + 1])
-    return seed
+        if a.startswith(f"--{name}="):
+            value = cast(a.split("=", 1)[1])
+        elif a == f"--{name}" and i + 1 < len(argv):
+            value = cast(argv[i + 1])
+    return value
+
+
+def seed_of(r):
+    """The run's ``--seed`` (:func:`flag_of`); 0, the flag's default, when absent."""
+    return flag_of(r, "seed", 0, int)
 
 
 def first_per_seed(items, run=lambda item: item):
