@@ -82,10 +82,13 @@ class PointerGeneratorHead(SoftmaxHead):
         return {"src_ext": tf.tile(memory_state["src_ext"], [times, 1]),
                 "max_oovs": memory_state["max_oovs"]}
 
+    def p_gen(self, s, c, x):
+        """Eq. (5), float32 [B, 1]."""
+        return tf.sigmoid(to_float32(self.p_gen_layer(concat_as([c, s, x], self.compute_dtype))))
+
     def call(self, s, c, x=None, probs=None, memory_state=None):
         p_vocab = tf.nn.softmax(self.logits(s, c))
-        p_gen = tf.sigmoid(to_float32(
-            self.p_gen_layer(concat_as([c, s, x], self.compute_dtype))))  # [B, 1]
+        p_gen = self.p_gen(s, c, x)  # [B, 1]
         probs = to_float32(probs)
         src_ext = tf.cast(memory_state["src_ext"], tf.int32)
         max_oovs = tf.cast(memory_state["max_oovs"], tf.int32)
@@ -108,8 +111,7 @@ class PointerGeneratorHead(SoftmaxHead):
         log_p_vocab = -tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=tf.where(in_vocab, targets, 0), logits=logits)
         p_vocab = tf.where(in_vocab, tf.exp(log_p_vocab), 0.0)
-        p_gen = tf.sigmoid(to_float32(
-            self.p_gen_layer(concat_as([c, s, x], self.compute_dtype))))[:, 0]
+        p_gen = self.p_gen(s, c, x)[:, 0]
         same = tf.cast(tf.equal(tf.cast(memory_state["src_ext"], tf.int32), targets[:, None]),
                        tf.float32)
         copy = tf.reduce_sum(to_float32(probs) * same, axis=-1)
