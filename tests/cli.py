@@ -155,8 +155,12 @@ def run(module, args, env=None, cwd=REPO, input=None, timeout=900):
             raise subprocess.TimeoutExpired([module] + list(args), timeout)
         out, err = (open(p, encoding="utf-8").read() for p in paths[1:])
         _add_cpu(os.path.join(tmp, "cpu"))
-    argv = ["python"] + ([] if module.endswith(".py") else ["-m"]) + [module] + list(args)
-    return subprocess.CompletedProcess(argv, proc.exitcode, out, err)
+    return subprocess.CompletedProcess(_argv("python", module, args), proc.exitcode, out, err)
+
+
+def _argv(python, module, args):
+    """``python -m module *args``, or ``python module *args`` for a ``.py`` script."""
+    return [python] + ([] if module.endswith(".py") else ["-m"]) + [module] + list(args)
 
 
 def _run_fresh(module, args, env, cwd, input, timeout):
@@ -165,9 +169,8 @@ def _run_fresh(module, args, env, cwd, input, timeout):
     if env.get("ACVI_TEST_ONEDNN_OFF"):
         env = {k: v for k, v in env.items()
                if k not in ("TF_ENABLE_ONEDNN_OPTS", "ACVI_TEST_ONEDNN_OFF")}
-    argv = [sys.executable] + ([] if module.endswith(".py") else ["-m"]) + [module] + list(args)
     # its CPU time reaches conftest's ACVI_TEST_CPU report as any subprocess's does
-    r = subprocess.run(argv, env=env, cwd=cwd, input=input, capture_output=True, text=True,
-                       timeout=timeout)
-    r.args = ["python"] + argv[1:]
+    r = subprocess.run(_argv(sys.executable, module, args), env=env, cwd=cwd, input=input,
+                       capture_output=True, text=True, timeout=timeout)
+    r.args = _argv("python", module, args)
     return r
