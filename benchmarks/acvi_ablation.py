@@ -47,13 +47,13 @@ def _contexts():
     import tensorflow as tf
     from acvi_tf.attention.base import weighted_sum
 
-    def no_variance(weights, memory, sigma_sq, seed, noise_scale=None):
-        mean = weighted_sum(weights, memory)
+    def no_variance(weights, memory, sigma_sq, seed, noise_scale=None, memory_state=None):
+        mean = weighted_sum(weights, memory, memory_state, "memory")
         return mean + 1e-3 * tf.random.stateless_normal(tf.shape(mean), seed=seed,
                                                        dtype=mean.dtype)
 
-    def no_noise(weights, memory, sigma_sq, seed, noise_scale=None):
-        return weighted_sum(weights, memory)
+    def no_noise(weights, memory, sigma_sq, seed, noise_scale=None, memory_state=None):
+        return weighted_sum(weights, memory, memory_state, "memory")
     return {"acvi_kl0_no_variance": no_variance, "acvi_kl0_no_noise": no_noise}
 
 

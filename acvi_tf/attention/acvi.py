@@ -18,7 +18,7 @@ import keras
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from acvi_tf.attention.base import ContextVariant, register_attention, weighted_sum
+from acvi_tf.attention.base import WEIGHTED_SUM, ContextVariant, register_attention, weighted_sum
 from acvi_tf.utils import ops
 from acvi_tf.utils.ops import fold_seed, masked_logits
 from acvi_tf.utils.precision import to_float32
@@ -114,7 +114,7 @@ def mixture_log_prob(log_probs, terms, samples):
     return tf.reduce_logsumexp(log_probs + log_density, axis=-1)
 
 
-def sample_mixed_context(weights, memory, sigma_sq, seed, noise_scale=None):
+def sample_mixed_context(weights, memory, sigma_sq, seed, noise_scale=None, memory_state=None):
     """Eqs. (24)-(25) / (23): c_t = sum_i w_i c_ti with c_ti = h_i + sigma(h_i) * eps_ti.
 
     Given the weights w (the attention a_t for Eq. 25, or the relaxed one-hot z_t
@@ -123,9 +123,11 @@ def sample_mixed_context(weights, memory, sigma_sq, seed, noise_scale=None):
     that way draws D normals per step instead of N x D, and stays reparameterised
     in w, h and sigma. ``noise_scale`` (a scalar, the trainer's noise warm-up)
     multiplies the noise term: 0 gives the weighted mean, soft attention's context.
+    ``memory_state`` (a decoder step's) lets teacher forcing sum the gradients of
+    ``memory`` and ``sigma_sq`` after the loop (:meth:`ACVI.loop_invariants`).
     """
-    mean = weighted_sum(weights, memory)
-    std = tf.sqrt(weighted_sum(tf.square(weights), sigma_sq) + 1e-20)
+    mean = weighted_sum(weights, memory, memory_state, "memory")
+    std = tf.sqrt(weighted_sum(tf.square(weights), sigma_sq, memory_state, "sigma_sq") + 1e-20)
     if noise_scale is not None:
         std = std * noise_scale
     eps = tf.random.stateless_normal(tf.shape(mean), seed=seed, dtype=mean.dtype)
@@ -313,13 +315,17 @@ class ACVI(ContextVariant):
             else:
                 weights = probs  # Eq. (25)
             context = sample_mixed_context(weights, memory, terms["sigma_sq"], fold_seed(seed, 2),
-                                           memory_state.get("noise_scale"))
+                                           memory_state.get("noise_scale"), memory_state)
         else:
             # The posterior mean of Eq. (19).
-            context = weighted_sum(probs, memory)
+            context = weighted_sum(probs, memory, memory_state, "memory")
 
         aux = {"log_probs": log_probs}
         return context, probs, aux, state.get("variant", {})
+
+    def loop_invariants(self, memory_state):
+        return {**super().loop_invariants(memory_state),
+                "sigma_sq": (WEIGHTED_SUM, memory_state["variant"]["sigma_sq"])}
 
     def deferred_aux(self, per_step, memory_state, step_mask):
         """Sum over valid steps of the MC KL and of the closed-form bound (both logged, in

@@ -37,10 +37,12 @@ import keras
 import tensorflow as tf
 
 from acvi_tf.registry import Registry
+from acvi_tf.utils.loop_gradients import contract
 
 ATTENTION = Registry("attention variant")
 register_attention = ATTENTION.register
 FEEDBACK = "feedback"  # the reserved aux key of the head-feedback hook (module docstring)
+WEIGHTED_SUM = "bn,bnd->bd"  # c = sum_i w_i h_i (Eq. 3), as an einsum of (w, h)
 
 
 class ContextVariant(keras.layers.Layer):
@@ -101,6 +103,14 @@ class ContextVariant(keras.layers.Layer):
     def step(self, scores, memory_state, state, training=False):
         raise NotImplementedError
 
+    def loop_invariants(self, memory_state):
+        """``{name: (equation, tensor)}``: the per-source tensors ``step`` reads linearly
+        through :func:`weighted_sum` (or :func:`acvi_tf.utils.loop_gradients.contract`)
+        under that name, whose gradient teacher forcing then sums after the loop. By
+        default the memory h_i, as ``weighted_sum(w, memory, memory_state, "memory")``
+        reads it; a step that reads it otherwise simply gets the per-step gradient."""
+        return {"memory": (WEIGHTED_SUM, memory_state["memory"])}
+
     def deferred_aux(self, per_step, memory_state, step_mask):
         """Aux sums from the stacked ``deferred_names`` tensors ([B, T, ...] each) and
         ``step_mask`` [B, T] (1.0 for real target positions): ``{name: [B]}``."""
@@ -121,6 +131,10 @@ class ContextVariant(keras.layers.Layer):
         return {**super().get_config(), "memory_dim": self.memory_dim}
 
 
-def weighted_sum(weights, memory):
-    """sum_i w_i h_i for weights [B, N] and memory [B, N, D]."""
-    return tf.einsum("bn,bnd->bd", weights, memory)
+def weighted_sum(weights, memory, memory_state=None, name=None):
+    """sum_i w_i h_i for weights [B, N] and memory [B, N, D].
+
+    With the step's ``memory_state`` and the ``name`` under which the variant declared
+    ``memory`` in ``loop_invariants``, teacher forcing sums ``memory``'s gradient after
+    the loop (:mod:`acvi_tf.utils.loop_gradients`); the value is the same."""
+    return contract(memory_state, name, WEIGHTED_SUM, weights, memory)

@@ -83,16 +83,17 @@ class GaussianAttention(ContextVariant):
             return {"prior_mean": masked_mean(memory, mask)}
         return {}
 
-    def posterior(self, scores, memory, mask):
+    def posterior(self, scores, memory, mask, memory_state=None):
         """(probs [B, N], mean [B, D], log sigma^2 [B, D]) of q(a_t | x)."""
         probs = masked_softmax(scores, mask)
-        mean = weighted_sum(probs, memory)  # the deterministic soft context
+        # the deterministic soft context
+        mean = weighted_sum(probs, memory, memory_state, "memory")
         log_sigma_sq = 2.0 * to_float32(self.log_sigma_net(mean))
         return probs, mean, log_sigma_sq
 
     def step(self, scores, memory_state, state, training=False):
         probs, mean, log_sigma_sq = self.posterior(scores, memory_state["memory"],
-                                                   memory_state["mask"])
+                                                   memory_state["mask"], memory_state)
         prior_mean = None
         if self.prior == "mean_encoder":
             prior_mean = memory_state.get("variant", {}).get("prior_mean")

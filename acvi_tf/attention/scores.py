@@ -2,19 +2,35 @@
 
 A score layer splits its work in two so that the source-side projection is
 computed once per source sequence, not once per decoder step:
-``precompute(memory) -> keys`` and ``call(keys, query, coverage) -> scores``.
+``precompute(memory) -> keys`` and ``call(keys, query, coverage) -> scores``. The
+decoder calls ``step(memory_state, query, coverage)``, which is ``call`` on
+``memory_state["keys"]``; a score linear in the keys declares them in
+``loop_invariants`` and computes through :func:`acvi_tf.utils.loop_gradients.contract`,
+so that teacher forcing sums their gradient after the loop.
 """
 
 import keras
 import tensorflow as tf
 
 from acvi_tf.registry import Registry
+from acvi_tf.utils.loop_gradients import contract
 
 SCORES = Registry("attention score")
 
 
+class Score(keras.layers.Layer):
+    """The decoder's interface of a score layer (module docstring)."""
+
+    def step(self, memory_state, query, coverage=None):
+        return self(memory_state["keys"], query, coverage=coverage)
+
+    def loop_invariants(self, memory_state):
+        """``{name: (equation, tensor)}`` read by every step linearly (none by default)."""
+        return {}
+
+
 @SCORES.register("additive")
-class AdditiveScore(keras.layers.Layer):
+class AdditiveScore(Score):
     """Bahdanau's additive score, Eq. (1), with the coverage term of Eq. (8).
 
     e_t^i = v^T tanh(W_h h_i + W_s s_t + w_k k_t^i + b_attn)
@@ -48,7 +64,7 @@ class AdditiveScore(keras.layers.Layer):
 
 
 @SCORES.register("multiplicative")
-class MultiplicativeScore(keras.layers.Layer):
+class MultiplicativeScore(Score):
     """Luong's general score, Eq. (10): e_t^i = h_i^T W s_t.
 
     Precomputing W^T h_i (keys) makes each decoder step one batched dot product.
@@ -67,8 +83,16 @@ class MultiplicativeScore(keras.layers.Layer):
     def precompute(self, memory):
         return self.W(memory)
 
+    EQUATION = "bd,bnd->bn"  # e_t = einsum(s_t, W^T h): linear in the keys
+
     def call(self, keys, query, coverage=None):
-        return tf.einsum("bnd,bd->bn", keys, query)
+        return tf.einsum(self.EQUATION, query, keys)
+
+    def step(self, memory_state, query, coverage=None):
+        return contract(memory_state, "keys", self.EQUATION, query, memory_state["keys"])
+
+    def loop_invariants(self, memory_state):
+        return {"keys": (self.EQUATION, memory_state["keys"])}
 
     def get_config(self):
         return {**super().get_config(), "units": self.units}

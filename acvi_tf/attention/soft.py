@@ -11,5 +11,5 @@ class SoftAttention(ContextVariant):
 
     def step(self, scores, memory_state, state, training=False):
         probs = masked_softmax(scores, memory_state["mask"])
-        context = weighted_sum(probs, memory_state["memory"])
+        context = weighted_sum(probs, memory_state["memory"], memory_state, "memory")
         return context, probs, {}, state.get("variant", {})

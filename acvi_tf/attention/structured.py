@@ -132,9 +132,9 @@ class StructuredAttention(ContextVariant):
         # Every real position has p(z_i = 1) > 0, so total > 0 whenever a row has one.
         probs = marginals / tf.maximum(total, 1e-30)
         if self.normalize:
-            context = self.scale * weighted_sum(probs, memory)
+            context = self.scale * weighted_sum(probs, memory, memory_state, "memory")
         else:
-            context = weighted_sum(marginals, memory)
+            context = weighted_sum(marginals, memory, memory_state, "memory")
         return context, probs, {}, state.get("variant", {})
 
     def get_config(self):

@@ -142,7 +142,7 @@ class VariationalAttention(ContextVariant):
     def step(self, scores, memory_state, state, training=False):
         memory, mask = memory_state["memory"], memory_state["mask"]
         prior = masked_softmax(scores, mask)
-        soft = weighted_sum(prior, memory)
+        soft = weighted_sum(prior, memory, memory_state, "memory")
         variant = memory_state.get("variant", {})
         if "q_logits" not in variant:  # decoding: no reference, the prior's expectation
             return soft, prior, {}, state.get("variant", {})

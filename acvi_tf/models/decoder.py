@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from acvi_tf.attention.base import FEEDBACK
 from acvi_tf.utils.ops import dropout, fold_seed
+from acvi_tf.utils.loop_gradients import tensors_only
 from acvi_tf.utils.precision import concat_as, to_float32
 
 CELLS = ("lstm", "gru")  # ModelConfig.decoder_cell
@@ -82,6 +83,18 @@ class AttentionDecoder(keras.layers.Layer):
                 "variant": self.variant.prepare(memory, mask, training=training,
                                                 targets=targets)}
 
+    def loop_invariants(self, memory_state):
+        """The per-source tensors every step reads linearly (the score's keys, the
+        variant's memory, ...): ``{name: (equation, tensor)}``, for teacher forcing to
+        sum their gradients after the loop (:mod:`acvi_tf.utils.loop_gradients`)."""
+        out = dict(self.score.loop_invariants(memory_state))
+        for name, spec in self.variant.loop_invariants(memory_state).items():
+            if name in out:
+                raise ValueError(f"loop invariant {name!r} declared by the score and by "
+                                 f"{type(self.variant).__name__}")
+            out[name] = spec
+        return out
+
     def initial_state(self, memory_state, rnn_state):
         """``rnn_state``: one tuple of initial cell states per layer (the Bridge's)."""
         memory = memory_state["memory"]
@@ -100,7 +113,8 @@ class AttentionDecoder(keras.layers.Layer):
         ids = tf.where(ids < self.vocab_size, ids, tf.cast(self.unk_id, ids.dtype))
         return self.embedding(ids)
 
-    def step(self, input_ids, state, memory_state, training=False, zero_context=False):
+    def step(self, input_ids, state, memory_state, training=False, zero_context=False,
+             embedded=None):
         """One decoder step: ``(log_probs [B, V'], new_state, extras)``.
 
         Ids outside the embedding vocabulary (pointer-generator copies of source
@@ -114,24 +128,29 @@ class AttentionDecoder(keras.layers.Layer):
         after the loop instead, on all steps at once (``Seq2Seq.teacher_forced``).
         """
         head_inputs, new_state, extras, feedback = self.core_step(
-            input_ids, state, memory_state, training=training, zero_context=zero_context)
-        log_probs, head_extras = self.head(*head_inputs, memory_state)
+            input_ids, state, memory_state, training=training, zero_context=zero_context,
+            embedded=embedded)
+        head_memory = tensors_only(memory_state)  # a Keras layer takes tensors only
+        log_probs, head_extras = self.head(*head_inputs, head_memory)
         if feedback is not None:  # the variant asked for the head on other contexts
             out, _, x, probs = head_inputs
-            extra = [self.head(out, c, x, probs, memory_state)[0]
+            extra = [self.head(out, c, x, probs, head_memory)[0]
                      for c in feedback.get("contexts", ())]
             extras["aux"].update(self.variant.output_aux(log_probs, extra, feedback,
                                                          memory_state, {"time": state["time"]}))
         return log_probs, new_state, {**extras, **head_extras}
 
-    def core_step(self, input_ids, state, memory_state, training=False, zero_context=False):
+    def core_step(self, input_ids, state, memory_state, training=False, zero_context=False,
+                  embedded=None):
         """Everything of :meth:`step` but the head, which reads nothing the next step
         needs: ``(head_inputs, new_state, extras, feedback)``, with ``head_inputs`` =
         (the head's s_t [with latent outputs], c_t, the input embedding x_t, a_t) and
         ``feedback`` the variant's ``FEEDBACK`` dict or None."""
         t = state["time"]
         seed = fold_seed(memory_state["seed"], t, 31)
-        x = self.embed(input_ids)
+        # Teacher forcing embeds every input before the loop (``embedded``, the same
+        # values): a lookup inside the loop accumulates a dense [V, E] gradient per step.
+        x = self.embed(input_ids) if embedded is None else embedded
         inputs, to_output, latent_aux = [x, state["context"]], [], {}
         if self.latent is not None:
             to_input, latent_output, latent_aux, latent_state = self.latent.step(
@@ -150,8 +169,8 @@ class AttentionDecoder(keras.layers.Layer):
                 h = dropout(h, self.dropout_rate, fold_seed(seed, 1, i), training)
         s_t = h
         coverage = state["coverage"]
-        scores = to_float32(self.score(memory_state["keys"], s_t,
-                                       coverage=coverage if self.coverage_active else None))
+        scores = to_float32(self.score.step(memory_state, s_t,
+                                            coverage=coverage if self.coverage_active else None))
         context, probs, aux, variant_state = self.variant.step(
             scores, memory_state, {"time": t, "variant": state["variant"]}, training=training)
         if zero_context:

@@ -13,6 +13,7 @@ from acvi_tf.models.decoder import AttentionDecoder
 from acvi_tf.models.encoder import Bridge, Encoder
 from acvi_tf.models.heads import HEADS
 from acvi_tf.utils.ops import fold_seed, sequence_mask
+from acvi_tf.utils.loop_gradients import LOOP_KEY, LoopGradients
 from acvi_tf.utils.precision import policy_scope, to_float32
 
 
@@ -73,7 +74,16 @@ class Seq2Seq(keras.Model):
     ``config.precision`` is the dtype policy of every layer (:mod:`acvi_tf.utils.precision`);
     the encoder states enter the decoder's memory as float32, so the context variants,
     latents and losses compute in float32 whatever the layers compute in.
+
+    ``defer_loop_gradients`` (True; not part of the model) moves gradient work out of the
+    teacher-forced loop: the target embeddings are looked up before it, and in training
+    the gradients of the per-source tensors every step reads linearly are summed after
+    it (:mod:`acvi_tf.utils.loop_gradients`). False gives the straightforward loop (a
+    lookup per step, TensorFlow's per-step accumulation): the same values and gradients
+    (tests compare the two).
     """
+
+    defer_loop_gradients = True
 
     def __init__(self, config: ModelConfig, **kwargs):
         with policy_scope(config.precision):
@@ -184,9 +194,10 @@ class Seq2Seq(keras.Model):
         state = self.decoder.initial_state(memory_state, self.bridge(finals))
         return memory_state, state
 
-    def step(self, input_ids, state, memory_state, training=False, zero_context=False):
+    def step(self, input_ids, state, memory_state, training=False, zero_context=False,
+             embedded=None):
         return self.decoder.step(input_ids, state, memory_state, training=training,
-                                 zero_context=zero_context)
+                                 zero_context=zero_context, embedded=embedded)
 
     # -- training -------------------------------------------------------------
     def teacher_forced(self, batch, training=False, seed=0, return_attention=False,
@@ -224,11 +235,31 @@ class Seq2Seq(keras.Model):
         head_later = not self.variant.uses_feedback
         head_inputs = (tuple(tf.TensorArray(tf.float32, size=length) for _ in range(4))
                        if head_later else ())
+        # In training the gradients of the per-source tensors every step reads linearly
+        # (h_i, the score keys, ACVI's sigma^2) are summed after the loop, one batched
+        # product each, instead of accumulated at every step (utils.loop_gradients).
+        loop = None
+        step_memory = memory_state
+        if training and self.defer_loop_gradients:
+            loop = LoopGradients(length)
+            for name, (equation, value) in self.decoder.loop_invariants(memory_state).items():
+                loop.declare(name, equation, value)
+            step_memory = {**memory_state, LOOP_KEY: loop}
+        loop_arrays = loop.initial_arrays() if loop is not None else {}
+        embedded = None
+        if self.defer_loop_gradients:  # all steps' x_t at once: the lookup's gradient is one
+            embedded = self.decoder.embed(tgt_in)  # scatter, not T dense [V, E] additions
+            embedded = tf.TensorArray(embedded.dtype, size=length).unstack(
+                _swap_batch_time(embedded))
 
-        def body(t, state, sums, arrays, head_inputs):
+        def body(t, state, sums, arrays, head_inputs, loop_arrays):
+            if loop is not None:
+                loop.begin(t)
+            x_t = None if embedded is None else embedded.read(t)
             if head_later:
                 inputs, state, extras, feedback = self.decoder.core_step(
-                    tgt_in[:, t], state, memory_state, training, zero_context=zero_context)
+                    tgt_in[:, t], state, step_memory, training, zero_context=zero_context,
+                    embedded=x_t)
                 if feedback is not None:
                     raise ValueError(f"{type(self.variant).__name__} returned FEEDBACK: set "
                                      "its uses_feedback = True")
@@ -236,8 +267,9 @@ class Seq2Seq(keras.Model):
                                     for a, v in zip(head_inputs, inputs))
                 new = {"nll": sums["nll"]}
             else:
-                log_probs, state, extras = self.step(tgt_in[:, t], state, memory_state,
-                                                     training, zero_context=zero_context)
+                log_probs, state, extras = self.step(tgt_in[:, t], state, step_memory,
+                                                     training, zero_context=zero_context,
+                                                     embedded=x_t)
                 target_lp = tf.gather(log_probs, tgt_out[:, t], batch_dims=1)
                 new = {"nll": sums["nll"] - target_lp * tmask[:, t]}
             m = tmask[:, t]
@@ -245,14 +277,19 @@ class Seq2Seq(keras.Model):
                 new[n] = sums[n] + extras["aux"][n] * m
             arrays = {n: a.write(t, extras["attention"] if n == "attention" else extras["aux"][n])
                       for n, a in arrays.items()}
-            return t + 1, state, new, arrays, head_inputs
+            if loop is not None:
+                loop_arrays = loop.write(t, loop_arrays)
+            return t + 1, state, new, arrays, head_inputs, loop_arrays
 
-        _, _, sums, arrays, head_inputs = tf.while_loop(
-            lambda t, *_: t < length, body, (tf.constant(0), state, sums, arrays, head_inputs),
+        _, _, sums, arrays, head_inputs, loop_arrays = tf.while_loop(
+            lambda t, *_: t < length, body,
+            (tf.constant(0), state, sums, arrays, head_inputs, loop_arrays),
             maximum_iterations=length)  # XLA needs the bound for gradients
+        if loop is not None:
+            loop.finish(loop_arrays)
         if head_later:
             sums["nll"] = sums["nll"] + self._head_nll(head_inputs, memory_state, tgt_out, tmask)
-        stacked = {n: _batch_major(a.stack()) for n, a in arrays.items()}
+        stacked = {n: _swap_batch_time(a.stack()) for n, a in arrays.items()}
         out = dict(sums)
         if self.latent is not None:
             out.update(memory_state["latent"]["aux"])
@@ -390,6 +427,6 @@ def word_dropout(ids, rate, seed, pad_id=0, unk_id=1):
     return tf.where(drop, tf.cast(unk_id, ids.dtype), ids)
 
 
-def _batch_major(x):
-    """[T, B, ...] -> [B, T, ...]."""
+def _swap_batch_time(x):
+    """[T, B, ...] <-> [B, T, ...]."""
     return tf.transpose(x, tf.concat([[1, 0], tf.range(2, tf.rank(x))], axis=0))

@@ -160,6 +160,33 @@ def test_a_zero_weighted_kl_is_logged_and_leaves_the_gradients_of_nll_plus_zero_
                                    tf.convert_to_tensor(b).numpy(), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("variant,score,precision", [
+    ("acvi", "multiplicative", "float32"), ("soft", "additive", "float32"),
+    ("acvi", "multiplicative", "mixed_bfloat16")])
+def test_loop_gradients_summed_after_the_loop_equal_the_per_step_ones(variant, score, precision):
+    """Teacher forcing embeds the targets before the loop and sums the gradients of h_i,
+    the multiplicative score's keys and ACVI's sigma^2 after it (utils.loop_gradients):
+    the objective and every weight's gradient equal those of the straightforward loop,
+    a lookup and TensorFlow's accumulation per step (defer_loop_gradients=False), with
+    coverage on for the additive score and K = 2 samples. (Eager here; the graph-mode
+    loop is tested in tests/utils/test_loop_gradients.py.)"""
+    batch = {k: tf.constant(v) for k, v in
+             ReverseTask(vocab_size=V, batch_size=4, min_len=2, max_len=6).batch_at(3).items()}
+    model = Seq2Seq(tiny_config(attention=variant, score=score, num_samples=2,
+                                coverage=score == "additive", precision=precision))
+    out = {}
+    for defer in (False, True):
+        model.defer_loop_gradients = defer
+        with tf.GradientTape() as tape:
+            objective = model.loss_terms(batch, training=True, seed=5)["objective"]
+        out[defer] = objective, tape.gradient(objective, model.trainable_variables)
+    tol = 1e-5 if precision == "float32" else 2e-2  # bfloat16 sums in another order
+    np.testing.assert_allclose(float(out[True][0]), float(out[False][0]), rtol=1e-6)
+    for v, a, b in zip(model.trainable_variables, out[True][1], out[False][1]):
+        a, b = tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy()
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.abs(b).max(), err_msg=v.path)
+
+
 def test_unknown_variant_lists_choices():
     with pytest.raises(ValueError, match="soft"):
         Seq2Seq(tiny_config(attention="nope"))

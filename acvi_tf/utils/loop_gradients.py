@@ -1,0 +1,140 @@
+"""Gradients of the per-source tensors that every decoder step reads, summed after the loop.
+
+Teacher forcing reads the same per-source tensors X at every decoder step t, each
+through a product that is linear in X:
+
+* the context c_t = sum_i a_t^i h_i (Eq. 3): ``"bn,bnd->bd"`` of (a_t, h);
+* Luong's general score e_t^i = (W h_i)^T s_t (Eq. 10): ``"bd,bnd->bn"`` of (s_t, W h);
+* ACVI's noise scale sum_i (a_t^i)^2 sigma_i^2 (Eq. 25): ``"bn,bnd->bd"`` of (a_t^2, sigma^2).
+
+TensorFlow's while-loop gradient adds each step's gradient of X, a [B, N, D] outer
+product, into an accumulator at every step: T products and T additions of [B, N, D]
+tensors, memory traffic that costs soft attention (h and W h) and ACVI (also sigma^2)
+a large share of their step (``results/bench_profile.md``). Since y_t = einsum(w_t, X) is
+linear in X, the gradient is also
+
+    dL/dX = sum_t einsum(w_t, dL/dy_t)  (the adjoint equation),
+
+one batched product over the stacked w_t and dL/dy_t after the loop. :class:`LoopGradients`
+arranges that: inside the loop the step computes y_t from ``stop_gradient(X)`` (so the
+loop's gradient still reaches w_t, but never accumulates one for X) plus a zero z_t, read
+from a TensorArray of zeros whose custom gradient takes the stacked dL/dz_t = dL/dy_t and
+returns the batched product above as X's gradient. The values are unchanged (z_t = 0);
+the gradients are equal up to floating-point summation order (``tests/utils``).
+
+The step code asks for such a product with :func:`contract` and ``memory_state``;
+without a :class:`LoopGradients` in ``memory_state`` (decoding, evaluation, a variant or
+score that did not declare the tensor) it is the plain ``einsum``.
+"""
+
+import tensorflow as tf
+
+# The key of a LoopGradients in a decoder step's memory_state (teacher forcing only).
+LOOP_KEY = "loop_gradients"
+
+
+def adjoint(equation):
+    """The equation of X's gradient for ``y = einsum(equation, w, X)`` summed over a new
+    leading step axis ``t``: ``"bn,bnd->bd"`` -> ``"tbn,tbd->bnd"``."""
+    inputs, y = equation.split("->")
+    w, x = inputs.split(",")
+    if "t" in equation or not set(y) <= set(x) or not set(x) <= set(w) | set(y):
+        raise ValueError(f"{equation!r}: want 'w,x->y' with y's and x's axes covered, no 't'")
+    return f"t{w},t{y}->{x}"
+
+
+def tensors_only(memory_state):
+    """``memory_state`` without its :class:`LoopGradients` (for Keras layers' calls)."""
+    if LOOP_KEY not in memory_state:
+        return memory_state
+    return {k: v for k, v in memory_state.items() if k != LOOP_KEY}
+
+
+def contract(memory_state, name, equation, weights, value):
+    """``einsum(equation, weights, value)``; inside a teacher-forced loop whose
+    ``memory_state`` carries a :class:`LoopGradients` that declared ``name``, with
+    ``value``'s gradient summed after the loop."""
+    loop = None if memory_state is None else memory_state.get(LOOP_KEY)
+    if loop is None or name not in loop:
+        return tf.einsum(equation, tf.cast(weights, value.dtype), value)
+    return loop.contract(name, weights)
+
+
+class LoopGradients:
+    """The deferred gradients of one teacher-forced loop (module docstring).
+
+    Before the loop: :meth:`declare` each per-source tensor and its product; then
+    :meth:`initial_arrays` gives the TensorArrays the loop carries. In the loop body:
+    :meth:`begin` with the step index, the step's :func:`contract` calls, then
+    :meth:`write`. After the loop: :meth:`finish` with the final arrays. Build a new one
+    per loop: it holds the loop's tensors.
+    """
+
+    def __init__(self, length):
+        self.length = length
+        self._declared = {}   # name -> (equation, stop_gradient(value), zeros TensorArray)
+        self._stacked = {}    # name -> the stacked w_t, set by finish(); read by the gradient
+        self._step = None     # name -> z_t of the step being traced
+        self._weights = {}    # name -> w_t recorded by the step being traced
+        self._used = set()    # names a step contracted (traced), i.e. whose w_t were written
+
+    def __contains__(self, name):
+        return name in self._declared
+
+    def declare(self, name, equation, value):
+        """``value`` (a per-source tensor, e.g. [B, N, D]) enters every step as
+        ``einsum(equation, w_t, value)``; its gradient through those products is
+        computed after the loop."""
+        if name in self._declared:
+            raise ValueError(f"loop gradient {name!r} declared twice")
+        backward = adjoint(equation)
+        _, y_axes = equation.split("->")
+        x_axes = equation.split("->")[0].split(",")[1]
+        shape = tf.shape(value)
+        y_shape = tf.stack([self.length] + [shape[x_axes.index(a)] for a in y_axes])
+
+        @tf.custom_gradient
+        def zeros_of(x):
+            def grad(dz):
+                if name not in self._stacked:  # no step contracted it: no gradient through z
+                    return tf.zeros_like(x)
+                w = tf.stop_gradient(self._stacked[name])
+                return tf.einsum(backward, tf.cast(w, dz.dtype), dz)
+            return tf.zeros(y_shape, x.dtype), grad
+
+        zeros = tf.TensorArray(value.dtype, size=self.length).unstack(zeros_of(value))
+        self._declared[name] = (equation, tf.stop_gradient(value), zeros)
+
+    def initial_arrays(self):
+        """The TensorArrays of the w_t, one per declared name (loop variables)."""
+        return {name: tf.TensorArray(x.dtype, size=self.length)
+                for name, (_, x, _) in self._declared.items()}
+
+    def begin(self, t):
+        """Reads the step's z_t (all zeros) of every declared name."""
+        self._step = {name: zeros.read(t) for name, (_, _, zeros) in self._declared.items()}
+        self._weights = {}
+
+    def contract(self, name, weights):
+        if self._step is None:
+            raise RuntimeError("LoopGradients.contract outside begin(t) ... write(t)")
+        if name in self._weights:
+            raise ValueError(f"loop gradient {name!r} contracted twice in one step")
+        equation, value, _ = self._declared[name]
+        weights = tf.cast(weights, value.dtype)
+        self._weights[name] = weights
+        return tf.einsum(equation, weights, value) + self._step[name]
+
+    def write(self, t, arrays):
+        """The arrays with this step's w_t written (names the step did not contract are
+        passed through)."""
+        self._used.update(self._weights)
+        out = {name: (a.write(t, self._weights[name]) if name in self._weights else a)
+               for name, a in arrays.items()}
+        self._step, self._weights = None, {}
+        return out
+
+    def finish(self, arrays):
+        """Stacks the w_t ([T, ...]) that the gradient of each used name reads."""
+        for name in self._used:
+            self._stacked[name] = arrays[name].stack()
