@@ -12,8 +12,8 @@ from acvi_tf.attention.scores import SCORES
 from acvi_tf.models.decoder import AttentionDecoder
 from acvi_tf.models.encoder import Bridge, Encoder
 from acvi_tf.models.heads import HEADS
-from acvi_tf.utils.ops import fold_seed, sequence_mask
 from acvi_tf.utils.loop_gradients import LOOP_KEY, LoopGradients
+from acvi_tf.utils.ops import fold_seed, sequence_mask
 from acvi_tf.utils.precision import policy_scope, to_float32
 
 
