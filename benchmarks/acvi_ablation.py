@@ -12,7 +12,11 @@ A B C ...), so a load that changes during the run affects every row alike:
   sqrt(sum_i a_i^2 sigma_i^2) (Eq. 25) replaced by a constant: the per-step
   [B, N] x [B, N, D] product and its [B, N, D] gradient are gone;
 * ``acvi_kl0_no_noise``: the context is the posterior mean: what is left is the
-  sigma network and the log-softmax.
+  sigma network and the log-softmax;
+* ``soft_plain_loop`` and ``acvi_kl0_plain_loop``: ``soft`` and ``acvi_kl0`` with the
+  straightforward teacher-forced loop (``Seq2Seq.defer_loop_gradients = False``: the
+  target lookup and the gradients of h_i, the keys and sigma^2 per step), the price of
+  what :mod:`acvi_tf.utils.loop_gradients` moves out of the loop.
 
 The ablated rows are not models anyone should train; they only price the parts.
 ``python -m benchmarks.acvi_ablation --out bench_results/acvi_ablation.json`` writes
@@ -39,7 +43,9 @@ from benchmarks.load import OtherLoad, is_idle, load_average
 SIZES = {"translation": (TRANSLATION_MODEL, 128, 50, 50),
          "summarization": (dict(SUMMARIZATION_MODEL, dropout=0.0), 16, 400, 100),
          "toy": (TOY_MODEL, 2, 5, 4)}  # checks the harness; times nothing of interest
-ROWS = ("soft", "acvi", "acvi_kl0", "acvi_kl0_no_variance", "acvi_kl0_no_noise")
+ROWS = ("soft", "acvi", "acvi_kl0", "acvi_kl0_no_variance", "acvi_kl0_no_noise",
+        "soft_plain_loop", "acvi_kl0_plain_loop")
+PLAIN_LOOP = "_plain_loop"
 
 
 def _contexts():
@@ -71,10 +77,11 @@ def build_steps(size, rows, seed=0):
     steps = {}
     try:
         for row in rows:
-            extra = {} if row == "soft" else {"attention": "acvi"}
+            extra = {} if row.startswith("soft") else {"attention": "acvi"}
             if row.startswith("acvi_kl0"):
                 extra["attention_options"] = {"kl_weight": 0.0}
             model = Seq2Seq(ModelConfig(**model_fields, **extra))
+            model.defer_loop_gradients = not row.endswith(PLAIN_LOOP)
             optimizer = keras.optimizers.Adam(1e-3)
             model.loss_terms(batch, training=True, seed=0)
             optimizer.build(model.trainable_variables)
