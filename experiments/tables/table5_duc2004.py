@@ -9,9 +9,18 @@ from experiments.tables.table1_summarization import SUMMARY_SCORES
 PAPER_TABLE5 = {"soft": ("SA", (27.02, 7.44, 22.69)),
                 "variational": ("Variational attention", (27.65, 7.58, 23.50)),
                 "ved": ("VED", (30.68, 9.97, 27.02)), "acvi": ("ACVI", (32.09, 10.88, 28.14))}
+def _row_system(r):
+    """A run's row: its system, and for a softmax-head run ("seq2seq-" systems; Table 1's
+    two plain rows differ only in it) the vocabulary size too."""
+    system = r["system"]
+    if system.startswith("seq2seq-") and r.get("vocab_size"):
+        return f"{system} ({r['vocab_size'] // 1000}K vocabulary)"
+    return system
+
+
 def table5(results, title="Table 5: DUC2004 with CNN/DailyMail-trained models"):
     """DUC2004 transfer: ROUGE-1/2/L recall at 75 bytes, ours beside the paper's."""
-    results = [r for r in results if r.get("duc2004")]
+    results = [dict(r, system=_row_system(r)) for r in results if r.get("duc2004")]
     profiles = sorted({r["profile"] for r in results}) or ["paper"]
     headers = ["Model"]
     for p in profiles:

@@ -163,10 +163,11 @@ def test_table4_baselines_render_on_their_rows():
 
 def _summary(system, attention, head="pointer", rouge=(30.0, 10.0, 27.0), **kw):
     return _fake(task="summarize", system=system, attention=attention, head=head,
-                 profile="cpu", vocab_size=20000, coverage=head == "pointer",
+                 profile="cpu", coverage=head == "pointer",
                  rouge=dict(zip(tables.SUMMARY_SCORES, rouge)),
                  meteor={"exact": 1.0, "full": 2.0},
-                 novelty={"novel_word_percent": 0.7, "oov_adoption_percent": 1.7}, **kw)
+                 novelty={"novel_word_percent": 0.7, "oov_adoption_percent": 1.7},
+                 **{"vocab_size": 20000, **kw})
 
 
 def test_table1_rows_of_latents_and_the_transformer_are_their_own():
@@ -302,6 +303,16 @@ def test_table5_seeds_give_mean_and_std():
     assert _row(text, "SA")[1:3] == ["23.00 ± 1.41 (2 seeds)", "5.00 ± 0.00 (2 seeds)"]
     assert _row(text, "ACVI, the paper's ELBO (Eq. 22 taken literally)")[1] == "21.00"
     assert _row(text, "ACVI")[-1] == "not run"
+
+
+def test_table5_keeps_the_plain_seq2seq_rows_of_two_vocabularies_apart():
+    def run(vocab, r1):
+        return _summary("seq2seq-soft", "soft", head="softmax", vocab_size=vocab,
+                        duc2004={"rouge_1": r1, "rouge_2": 0.0, "rouge_l": r1,
+                                 "command": f"python -m d {vocab}"})
+    text = tables.RENDER["table5"]([run(20000, 0.34), run(60000, 0.65)])
+    assert _row(text, "seq2seq-soft (20K vocabulary)")[1] == "0.34"
+    assert _row(text, "seq2seq-soft (60K vocabulary)")[1] == "0.65"
 
 
 def test_table4_cpu_n_grr_from_results_or_recomputed_from_the_archived_decode(tmp_path):
