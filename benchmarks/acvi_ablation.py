@@ -8,6 +8,8 @@ A B C ...), so a load that changes during the run affects every row alike:
 * ``soft``: soft attention, the reference;
 * ``acvi``: ACVI with its defaults (the paper's ELBO: Monte-Carlo KL, weight 1);
 * ``acvi_kl0``: ACVI (ours), KL weight 0: the KL is logged, not differentiated;
+* ``acvi_bound``: the paper's ELBO with the closed-form upper bound of the KL in the
+  loss (``kl_estimator="bound"``): the Monte-Carlo KL is logged under stop_gradient;
 * ``acvi_kl0_no_variance``: as ``acvi_kl0`` with the noise's standard deviation
   sqrt(sum_i a_i^2 sigma_i^2) (Eq. 25) replaced by a constant: the per-step
   [B, N] x [B, N, D] product and its [B, N, D] gradient are gone;
@@ -43,7 +45,7 @@ from benchmarks.load import OtherLoad, is_idle, load_average
 SIZES = {"translation": (TRANSLATION_MODEL, 128, 50, 50),
          "summarization": (dict(SUMMARIZATION_MODEL, dropout=0.0), 16, 400, 100),
          "toy": (TOY_MODEL, 2, 5, 4)}  # checks the harness; times nothing of interest
-ROWS = ("soft", "acvi", "acvi_kl0", "acvi_kl0_no_variance", "acvi_kl0_no_noise",
+ROWS = ("soft", "acvi", "acvi_kl0", "acvi_bound", "acvi_kl0_no_variance", "acvi_kl0_no_noise",
         "soft_plain_loop", "acvi_kl0_plain_loop")
 PLAIN_LOOP = "_plain_loop"
 
@@ -63,8 +65,9 @@ def _contexts():
     return {"acvi_kl0_no_variance": no_variance, "acvi_kl0_no_noise": no_noise}
 
 
-def build_steps(size, rows, seed=0):
-    """{row: traced step function} and the batch, every row at ``size``."""
+def build_steps(size, rows, seed=0, xla=False):
+    """{row: traced step function} and the batch, every row at ``size`` (XLA-compiled
+    with ``xla``)."""
     import keras
     import tensorflow as tf
     from acvi_tf.attention import acvi as acvi_module
@@ -80,12 +83,15 @@ def build_steps(size, rows, seed=0):
             extra = {} if row.startswith("soft") else {"attention": "acvi"}
             if row.startswith("acvi_kl0"):
                 extra["attention_options"] = {"kl_weight": 0.0}
+            if row == "acvi_bound":
+                extra["attention_options"] = {"kl_estimator": "bound"}
             model = Seq2Seq(ModelConfig(**model_fields, **extra))
             model.defer_loop_gradients = not row.endswith(PLAIN_LOOP)
             optimizer = keras.optimizers.Adam(1e-3)
             model.loss_terms(batch, training=True, seed=0)
             optimizer.build(model.trainable_variables)
-            step = tf.function(make_train_step(model, optimizer), autograph=False)
+            step = tf.function(make_train_step(model, optimizer), autograph=False,
+                               jit_compile=xla)
             fn = functools.partial(step, seed=tf.constant(1))
             # ACVI looks the sampler up when the step is traced: trace under the row's.
             acvi_module.sample_mixed_context = replaced.get(row, original)
@@ -128,7 +134,8 @@ def markdown(result):
     if not result["idle"]:
         lines += ["**The machine was not idle: these timings are not results.**", ""]
     lines += [f"Command: `{result['command']}`. {result['rounds']} rounds, the rows "
-              "alternating; median seconds per training step (Adam, fp32, XLA off).", "",
+              f"alternating; median seconds per training step (Adam, fp32, XLA "
+              f"{'on' if result.get('xla') else 'off'}).", "",
               "| row | s/step (median) | / soft |", "|---|---:|---:|"]
     for row, r in result["rows"].items():
         lines.append(f"| {row} | {r['seconds_median']:.3f} | {r['over_soft']:.2f} |")
@@ -139,17 +146,18 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", choices=sorted(SIZES), default="translation")
     p.add_argument("--rounds", type=int, default=5, help="timed steps per row")
+    p.add_argument("--xla", action="store_true", help="XLA-compile every row's step")
     p.add_argument("--out", default="bench_results/acvi_ablation.json")
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error(f"--rounds: {args.rounds} must be at least 1")
     load_start = load_average()
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    steps, batch = build_steps(args.size, ROWS)
+    steps, batch = build_steps(args.size, ROWS, xla=args.xla)
     others = OtherLoad().start()
     times = time_rows(steps, batch, args.rounds, log)
     others_cores = others.stop()
-    result = {"size": args.size, "rounds": args.rounds, "code": code_version(),
+    result = {"size": args.size, "rounds": args.rounds, "xla": args.xla, "code": code_version(),
               "command": "python -m benchmarks.acvi_ablation " + " ".join(
                   sys.argv[1:] if argv is None else argv),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -16,6 +16,7 @@ def test_toy_run_writes_every_row_and_leaves_acvi_unpatched(tmp_path):
     assert result["rows"]["soft"]["over_soft"] == 1.0
     assert all(r["seconds_median"] > 0 for r in result["rows"].values())
     assert "| acvi_kl0_no_variance |" in (tmp_path / "ablation.md").read_text()
+    assert result["xla"] is False and "XLA off" in (tmp_path / "ablation.md").read_text()
     assert acvi.sample_mixed_context is original
 
 
