@@ -38,8 +38,10 @@ def adjoint(equation):
     leading step axis ``t``: ``"bn,bnd->bd"`` -> ``"tbn,tbd->bnd"``."""
     inputs, y = equation.split("->")
     w, x = inputs.split(",")
-    if "t" in equation or not set(y) <= set(x) or not set(x) <= set(w) | set(y):
-        raise ValueError(f"{equation!r}: want 'w,x->y' with y's and x's axes covered, no 't'")
+    if ("t" in equation or not set(y) <= set(x) or not set(w) <= set(x)
+            or not set(x) <= set(w) | set(y)):
+        raise ValueError(f"{equation!r}: want 'w,x->y' with w's and y's axes among x's, "
+                         f"each of x's in w or y, and no 't'")
     return f"t{w},t{y}->{x}"
 
 
@@ -74,7 +76,7 @@ class LoopGradients:
         self.length = length
         self._declared = {}   # name -> (equation, stop_gradient(value), zeros TensorArray)
         self._stacked = {}    # name -> the stacked w_t, set by finish(); read by the gradient
-        self._step = None     # name -> z_t of the step being traced
+        self._t = None        # the index of the step being traced
         self._weights = {}    # name -> w_t recorded by the step being traced
         self._used = set()    # names a step contracted (traced), i.e. whose w_t were written
 
@@ -111,28 +113,37 @@ class LoopGradients:
                 for name, (_, x, _) in self._declared.items()}
 
     def begin(self, t):
-        """Reads the step's z_t (all zeros) of every declared name."""
-        self._step = {name: zeros.read(t) for name, (_, _, zeros) in self._declared.items()}
+        """Starts step ``t``: :meth:`contract` reads that step's z_t (all zeros). A declared
+        name no step contracts is never read (under XLA the gradient of an unread
+        TensorArray fails to compile)."""
+        self._t = t
         self._weights = {}
 
     def contract(self, name, weights):
-        if self._step is None:
+        if self._t is None:
             raise RuntimeError("LoopGradients.contract outside begin(t) ... write(t)")
         if name in self._weights:
             raise ValueError(f"loop gradient {name!r} contracted twice in one step")
-        equation, value, _ = self._declared[name]
+        equation, value, zeros = self._declared[name]
         weights = tf.cast(weights, value.dtype)
         self._weights[name] = weights
-        return tf.einsum(equation, weights, value) + self._step[name]
+        return tf.einsum(equation, weights, value) + zeros.read(self._t)
 
     def write(self, t, arrays):
-        """The arrays with this step's w_t written (names the step did not contract are
-        passed through)."""
+        """The arrays with this step's w_t written; a name the step did not contract gets
+        zeros (an unwritten TensorArray loop variable does not compile under XLA)."""
         self._used.update(self._weights)
-        out = {name: (a.write(t, self._weights[name]) if name in self._weights else a)
+        out = {name: a.write(t, self._weights[name] if name in self._weights
+                             else self._zero_weights(name))
                for name, a in arrays.items()}
-        self._step, self._weights = None, {}
+        self._t, self._weights = None, {}
         return out
+
+    def _zero_weights(self, name):
+        equation, value, _ = self._declared[name]
+        w_axes, x_axes = equation.split("->")[0].split(",")
+        shape = tf.shape(value)
+        return tf.zeros(tf.stack([shape[x_axes.index(a)] for a in w_axes]), value.dtype)
 
     def finish(self, arrays):
         """Stacks the w_t ([T, ...]) that the gradient of each used name reads."""

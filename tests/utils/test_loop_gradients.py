@@ -35,13 +35,14 @@ def _loop(memory, keys, query0, length, loop=None):
         return t + 1, s, total + tf.reduce_sum(c * c) + tf.reduce_sum(s), arrays
 
     _, _, total, arrays = tf.while_loop(lambda t, *_: t < length, body,
-                                        (tf.constant(0), query0, tf.constant(0.0), arrays))
+                                        (tf.constant(0), query0, tf.constant(0.0), arrays),
+                                        maximum_iterations=length)  # XLA needs the bound
     if loop is not None:
         loop.finish(arrays)
     return total
 
 
-@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize("mode", ["eager", "function", "xla"])
 def test_a_toy_loop_has_the_same_value_and_gradients_both_ways(mode):
     rng = np.random.default_rng(0)
     memory = tf.constant(rng.normal(size=(3, 5, 6)), tf.float32)
@@ -56,11 +57,13 @@ def test_a_toy_loop_has_the_same_value_and_gradients_both_ways(mode):
                 loop = LoopGradients(7)
                 loop.declare("memory", "bn,bnd->bd", memory)
                 loop.declare("keys", "bd,bnd->bn", keys)
-                loop.declare("unused", "bn,bnd->bd", memory)  # declared, never contracted
+                # declared, never contracted (a variant whose step reads h_i otherwise)
+                loop.declare("unused", "bn,bnd->bd", memory)
             total = _loop(memory, keys, query0, 7, loop)
         return [total] + tape.gradient(total, [memory, keys, query0])
 
-    run = (lambda f: f()) if mode == "eager" else (lambda f: tf.function(f)())
+    run = {"eager": lambda f: f(), "function": lambda f: tf.function(f)(),
+           "xla": lambda f: tf.function(f, jit_compile=True)()}[mode]
     plain, deferred = run(lambda: grads(False)), run(lambda: grads(True))
     for p, d in zip(plain, deferred):
         np.testing.assert_allclose(d.numpy(), p.numpy(), rtol=1e-5, atol=1e-6)
