@@ -33,15 +33,28 @@ import tensorflow as tf
 LOOP_KEY = "loop_gradients"
 
 
-def adjoint(equation):
-    """The equation of X's gradient for ``y = einsum(equation, w, X)`` summed over a new
-    leading step axis ``t``: ``"bn,bnd->bd"`` -> ``"tbn,tbd->bnd"``."""
+def _axes(equation):
+    """(w, x, y) axes of ``"w,x->y"``, checked: w's and y's axes are among x's (so their
+    shapes follow from X's), each of x's is in w or y, and ``t`` is free for the steps."""
     inputs, y = equation.split("->")
     w, x = inputs.split(",")
     if ("t" in equation or not set(y) <= set(x) or not set(w) <= set(x)
             or not set(x) <= set(w) | set(y)):
         raise ValueError(f"{equation!r}: want 'w,x->y' with w's and y's axes among x's, "
                          f"each of x's in w or y, and no 't'")
+    return w, x, y
+
+
+def _shape_of(axes, x_axes, value):
+    """The dynamic shape of a tensor with ``axes``, each sized as in ``value`` ([x_axes])."""
+    shape = tf.shape(value)
+    return [shape[x_axes.index(a)] for a in axes]
+
+
+def adjoint(equation):
+    """The equation of X's gradient for ``y = einsum(equation, w, X)`` summed over a new
+    leading step axis ``t``: ``"bn,bnd->bd"`` -> ``"tbn,tbd->bnd"``."""
+    w, x, y = _axes(equation)
     return f"t{w},t{y}->{x}"
 
 
@@ -78,7 +91,6 @@ class LoopGradients:
         self._stacked = {}    # name -> the stacked w_t, set by finish(); read by the gradient
         self._t = None        # the index of the step being traced
         self._weights = {}    # name -> w_t recorded by the step being traced
-        self._used = set()    # names a step contracted (traced), i.e. whose w_t were written
 
     def __contains__(self, name):
         return name in self._declared
@@ -90,16 +102,15 @@ class LoopGradients:
         if name in self._declared:
             raise ValueError(f"loop gradient {name!r} declared twice")
         backward = adjoint(equation)
-        _, y_axes = equation.split("->")
-        x_axes = equation.split("->")[0].split(",")[1]
-        shape = tf.shape(value)
-        y_shape = tf.stack([self.length] + [shape[x_axes.index(a)] for a in y_axes])
+        _, x_axes, y_axes = _axes(equation)
+        y_shape = tf.stack([self.length] + _shape_of(y_axes, x_axes, value))
 
         @tf.custom_gradient
         def zeros_of(x):
             def grad(dz):
-                if name not in self._stacked:  # no step contracted it: no gradient through z
-                    return tf.zeros_like(x)
+                if name not in self._stacked:
+                    raise RuntimeError("LoopGradients.finish(arrays) was not called after "
+                                       "the loop: the gradient needs the stacked weights")
                 w = tf.stop_gradient(self._stacked[name])
                 return tf.einsum(backward, tf.cast(w, dz.dtype), dz)
             return tf.zeros(y_shape, x.dtype), grad
@@ -113,9 +124,7 @@ class LoopGradients:
                 for name, (_, x, _) in self._declared.items()}
 
     def begin(self, t):
-        """Starts step ``t``: :meth:`contract` reads that step's z_t (all zeros). A declared
-        name no step contracts is never read (under XLA the gradient of an unread
-        TensorArray fails to compile)."""
+        """Starts step ``t``: :meth:`contract` reads that step's z_t (all zeros)."""
         self._t = t
         self._weights = {}
 
@@ -132,7 +141,6 @@ class LoopGradients:
     def write(self, t, arrays):
         """The arrays with this step's w_t written; a name the step did not contract gets
         zeros (an unwritten TensorArray loop variable does not compile under XLA)."""
-        self._used.update(self._weights)
         out = {name: a.write(t, self._weights[name] if name in self._weights
                              else self._zero_weights(name))
                for name, a in arrays.items()}
@@ -141,11 +149,10 @@ class LoopGradients:
 
     def _zero_weights(self, name):
         equation, value, _ = self._declared[name]
-        w_axes, x_axes = equation.split("->")[0].split(",")
-        shape = tf.shape(value)
-        return tf.zeros(tf.stack([shape[x_axes.index(a)] for a in w_axes]), value.dtype)
+        w_axes, x_axes, _ = _axes(equation)
+        return tf.zeros(tf.stack(_shape_of(w_axes, x_axes, value)), value.dtype)
 
     def finish(self, arrays):
-        """Stacks the w_t ([T, ...]) that the gradient of each used name reads."""
-        for name in self._used:
-            self._stacked[name] = arrays[name].stack()
+        """Stacks the w_t ([T, ...]) that each name's gradient reads."""
+        for name, a in arrays.items():
+            self._stacked[name] = a.stack()

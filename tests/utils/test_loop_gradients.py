@@ -78,6 +78,17 @@ def test_misuse_is_refused():
         loop.declare("memory", "bn,bnd->bd", memory)
     with pytest.raises(RuntimeError, match="outside begin"):
         loop.contract("memory", tf.ones([1, 2]))
+    # A gradient taken without finish() (the stacked weights) is an error, not zeros.
+    with tf.GradientTape() as tape:
+        tape.watch(memory)
+        loop = LoopGradients(1)
+        loop.declare("memory", "bn,bnd->bd", memory)
+        arrays = loop.initial_arrays()
+        loop.begin(0)
+        c = contract({LOOP_KEY: loop}, "memory", "bn,bnd->bd", tf.ones([1, 2]), memory)
+        loop.write(0, arrays)
+    with pytest.raises(RuntimeError, match="finish"):
+        tape.gradient(c, memory)
     # Without a LoopGradients in memory_state, contract is the plain product.
     np.testing.assert_allclose(contract({}, "memory", "bn,bnd->bd", tf.ones([1, 2]), memory),
                                [[2.0, 2.0, 2.0]])
