@@ -86,7 +86,7 @@ class MultiplicativeScore(Score):
     EQUATION = "bd,bnd->bn"  # e_t = einsum(s_t, W^T h): linear in the keys
 
     def call(self, keys, query, coverage=None):
-        return tf.einsum(self.EQUATION, query, keys)
+        return self.step({"keys": keys}, query)
 
     def step(self, memory_state, query, coverage=None):
         return contract(memory_state, "keys", self.EQUATION, query, memory_state["keys"])
