@@ -237,15 +237,11 @@ class Seq2Seq(keras.Model):
                        if head_later else ())
         # In training the gradients of the per-source tensors every step reads linearly
         # (h_i, the score keys, ACVI's sigma^2) are summed after the loop, one batched
-        # product each, instead of accumulated at every step (utils.loop_gradients).
-        loop = None
-        step_memory = memory_state
-        if training and self.defer_loop_gradients:
-            loop = LoopGradients(length)
-            for name, (equation, value) in self.decoder.loop_invariants(memory_state).items():
-                loop.declare(name, equation, value)
-            step_memory = {**memory_state, LOOP_KEY: loop}
-        loop_arrays = loop.initial_arrays() if loop is not None else {}
+        # product each, instead of accumulated at every step (utils.loop_gradients);
+        # otherwise nothing is declared and the loop's calls do nothing.
+        loop = LoopGradients(length, self.decoder.loop_invariants(memory_state)
+                             if training and self.defer_loop_gradients else None)
+        step_memory = {**memory_state, LOOP_KEY: loop}
         embedded = None
         if self.defer_loop_gradients:  # all steps' x_t at once: the lookup's gradient is one
             embedded = self.decoder.embed(tgt_in)  # scatter, not T dense [V, E] additions
@@ -253,8 +249,7 @@ class Seq2Seq(keras.Model):
                 _swap_batch_time(embedded))
 
         def body(t, state, sums, arrays, head_inputs, loop_arrays):
-            if loop is not None:
-                loop.begin(t)
+            loop.begin(t)
             x_t = None if embedded is None else embedded.read(t)
             if head_later:
                 inputs, state, extras, feedback = self.decoder.core_step(
@@ -277,16 +272,14 @@ class Seq2Seq(keras.Model):
                 new[n] = sums[n] + extras["aux"][n] * m
             arrays = {n: a.write(t, extras["attention"] if n == "attention" else extras["aux"][n])
                       for n, a in arrays.items()}
-            if loop is not None:
-                loop_arrays = loop.write(t, loop_arrays)
+            loop_arrays = loop.write(t, loop_arrays)
             return t + 1, state, new, arrays, head_inputs, loop_arrays
 
         _, _, sums, arrays, head_inputs, loop_arrays = tf.while_loop(
             lambda t, *_: t < length, body,
-            (tf.constant(0), state, sums, arrays, head_inputs, loop_arrays),
+            (tf.constant(0), state, sums, arrays, head_inputs, loop.initial_arrays()),
             maximum_iterations=length)  # XLA needs the bound for gradients
-        if loop is not None:
-            loop.finish(loop_arrays)
+        loop.finish(loop_arrays)
         if head_later:
             sums["nll"] = sums["nll"] + self._head_nll(head_inputs, memory_state, tgt_out, tmask)
         stacked = {n: _swap_batch_time(a.stack()) for n, a in arrays.items()}

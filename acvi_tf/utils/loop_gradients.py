@@ -78,19 +78,23 @@ def contract(memory_state, name, equation, weights, value):
 class LoopGradients:
     """The deferred gradients of one teacher-forced loop (module docstring).
 
-    Before the loop: :meth:`declare` each per-source tensor and its product; then
-    :meth:`initial_arrays` gives the TensorArrays the loop carries. In the loop body:
-    :meth:`begin` with the step index, the step's :func:`contract` calls, then
-    :meth:`write`. After the loop: :meth:`finish` with the final arrays. Build a new one
-    per loop: it holds the loop's tensors.
+    Before the loop: build it with ``invariants`` ``{name: (equation, tensor)}`` (or
+    :meth:`declare` them one by one); then :meth:`initial_arrays` gives the TensorArrays
+    the loop carries. In the loop body: :meth:`begin` with the step index, the step's
+    :func:`contract` calls, then :meth:`write`. After the loop: :meth:`finish` with the
+    final arrays. With nothing declared every call is a no-op and :func:`contract` is the
+    plain product, so one loop body serves both. Build a new one per loop: it holds the
+    loop's tensors.
     """
 
-    def __init__(self, length):
+    def __init__(self, length, invariants=None):
         self.length = length
         self._declared = {}   # name -> (equation, stop_gradient(value), zeros TensorArray)
         self._stacked = {}    # name -> the stacked w_t, set by finish(); read by the gradient
         self._t = None        # the index of the step being traced
         self._weights = {}    # name -> w_t recorded by the step being traced
+        for name, (equation, value) in (invariants or {}).items():
+            self.declare(name, equation, value)
 
     def __contains__(self, name):
         return name in self._declared
