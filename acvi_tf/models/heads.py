@@ -106,10 +106,8 @@ class PointerGeneratorHead(SoftmaxHead):
         The same number as ``call`` then a gather, without the scatter over the extended
         vocabulary, which is slow on CPU (XLA runs it as a serial loop)."""
         targets = tf.cast(targets, tf.int32)
-        logits = self.logits(s, c)
         in_vocab = targets < self.vocab_size
-        log_p_vocab = -tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=tf.where(in_vocab, targets, 0), logits=logits)
+        log_p_vocab = super().target_log_prob(tf.where(in_vocab, targets, 0), s, c)
         p_vocab = tf.where(in_vocab, tf.exp(log_p_vocab), 0.0)
         p_gen = self.p_gen(s, c, x)[:, 0]
         same = tf.cast(tf.equal(tf.cast(memory_state["src_ext"], tf.int32), targets[:, None]),
