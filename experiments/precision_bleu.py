@@ -16,7 +16,6 @@ markdown. Training minutes are listed as recorded; they are not a speed measurem
 import argparse
 import json
 import os
-import statistics
 import sys
 
 
@@ -32,10 +31,10 @@ def _load(paths, flag):
 
 
 def _summary(runs):
-    from experiments.tables.render import flag_of
+    from experiments.tables.render import flag_of, mean_std
     test = [r["bleu"]["test"] for r in runs]
-    return {"runs": len(runs), "test_bleu_mean": statistics.mean(test),
-            "test_bleu_std": statistics.stdev(test) if len(test) > 1 else None,
+    mean, std = mean_std(test)
+    return {"runs": len(runs), "test_bleu_mean": mean, "test_bleu_std": std,
             "val_bleu": [r["bleu"]["dev"] for r in runs], "test_bleu": test,
             "precision": sorted({flag_of(r, "precision", "float32") for r in runs}),
             "train_minutes": [round(r.get("train_wall_time_sec", 0) / 60, 1) for r in runs],

@@ -35,13 +35,14 @@ def order(items, durations):
     if not durations:
         return list(items)
     default = statistics.median(durations.values())
+
+    def path(item):
+        return item.nodeid.split("::")[0]
     cost, first = {}, {}
     for i, item in enumerate(items):
-        path = item.nodeid.split("::")[0]
-        cost[path] = cost.get(path, 0.0) + durations.get(item.nodeid, default)
-        first.setdefault(path, i)
-    return sorted(items, key=lambda item: (-cost[item.nodeid.split("::")[0]],
-                                           first[item.nodeid.split("::")[0]]))
+        cost[path(item)] = cost.get(path(item), 0.0) + durations.get(item.nodeid, default)
+        first.setdefault(path(item), i)
+    return sorted(items, key=lambda item: (-cost[path(item)], first[path(item)]))
 
 
 def main(argv):
