@@ -54,11 +54,11 @@ def _contexts():
     """The sample_mixed_context replacements of the ablated rows."""
     import tensorflow as tf
     from acvi_tf.attention.base import weighted_sum
+    from acvi_tf.utils import ops
 
     def no_variance(weights, memory, sigma_sq, seed, noise_scale=None, memory_state=None):
         mean = weighted_sum(weights, memory, memory_state, "memory")
-        return mean + 1e-3 * tf.random.stateless_normal(tf.shape(mean), seed=seed,
-                                                       dtype=mean.dtype)
+        return mean + 1e-3 * ops.stateless_normal(tf.shape(mean), seed, mean.dtype)
 
     def no_noise(weights, memory, sigma_sq, seed, noise_scale=None, memory_state=None):
         return weighted_sum(weights, memory, memory_state, "memory")

@@ -130,7 +130,7 @@ def sample_mixed_context(weights, memory, sigma_sq, seed, noise_scale=None, memo
     std = tf.sqrt(weighted_sum(tf.square(weights), sigma_sq, memory_state, "sigma_sq") + 1e-20)
     if noise_scale is not None:
         std = std * noise_scale
-    eps = tf.random.stateless_normal(tf.shape(mean), seed=seed, dtype=mean.dtype)
+    eps = ops.stateless_normal(tf.shape(mean), seed, mean.dtype)
     return mean + std * eps
 
 
@@ -141,12 +141,12 @@ def ancestral_sample(log_probs, memory, log_sigma_sq, seed):
     ``log_sigma_sq`` [B, N, D]; returns [B, D] or [B, S, D]. Reparameterised in
     the Gaussian part; the discrete choice carries no gradient.
     """
-    gumbel = -tf.math.log(-tf.math.log(tf.random.stateless_uniform(
-        tf.shape(log_probs), seed=fold_seed(seed, 0), minval=1e-20, maxval=1.0)))
+    gumbel = -tf.math.log(-tf.math.log(ops.stateless_uniform(
+        tf.shape(log_probs), fold_seed(seed, 0), minval=1e-20)))
     k = tf.argmax(log_probs + gumbel, axis=-1, output_type=tf.int32)
     mean = tf.gather(memory, k, batch_dims=1)
     std = tf.exp(0.5 * tf.gather(log_sigma_sq, k, batch_dims=1))
-    eps = tf.random.stateless_normal(tf.shape(mean), seed=fold_seed(seed, 1), dtype=mean.dtype)
+    eps = ops.stateless_normal(tf.shape(mean), fold_seed(seed, 1), mean.dtype)
     return mean + std * eps
 
 

@@ -102,7 +102,7 @@ class GaussianAttention(ContextVariant):
         kl = gaussian_kl(mean, log_sigma_sq, prior_mean)
         if training or self.sample_at_decode:
             seed = fold_seed(memory_state["seed"], state["time"], 104729)
-            eps = tf.random.stateless_normal(tf.shape(mean), seed=seed, dtype=mean.dtype)
+            eps = ops.stateless_normal(tf.shape(mean), seed, mean.dtype)
             context = mean + tf.exp(0.5 * log_sigma_sq) * eps  # reparameterised sample
         else:
             context = mean  # the posterior mean (= its mode), deterministic for beam search

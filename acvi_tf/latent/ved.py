@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from acvi_tf.attention.gaussian import gaussian_kl
 from acvi_tf.latent.base import Latent, register_latent
-from acvi_tf.utils.ops import fold_seed
+from acvi_tf.utils.ops import fold_seed, stateless_normal
 from acvi_tf.utils.precision import to_float32
 
 FEEDS = ("input", "output", "both")
@@ -66,8 +66,7 @@ class SentenceLatent(Latent):
     def prepare(self, memory, mask, finals, seed, training=False, targets=None):
         mean, log_var = self.posterior(finals)
         if training or self.sample_at_decode:
-            eps = tf.random.stateless_normal(tf.shape(mean), seed=fold_seed(seed, 211),
-                                             dtype=mean.dtype)
+            eps = stateless_normal(tf.shape(mean), fold_seed(seed, 211), mean.dtype)
             z = mean + tf.exp(0.5 * log_var) * eps
         else:
             z = mean

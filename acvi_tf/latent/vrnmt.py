@@ -131,8 +131,7 @@ class RecurrentLatent(Latent):
                 mean, log_var, sample = q_mean, q_log_var, training
         z = mean
         if sample:  # the reparameterisation z = mu + sigma * eps
-            eps = tf.random.stateless_normal(tf.shape(mean), seed=decoder["seed"],
-                                             dtype=mean.dtype)
+            eps = ops.stateless_normal(tf.shape(mean), decoder["seed"], mean.dtype)
             z = mean + tf.exp(0.5 * log_var) * eps
         return z, aux, {"z": z}  # z_j to the head (Eq. 21) and to step j + 1
 

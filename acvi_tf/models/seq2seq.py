@@ -13,7 +13,7 @@ from acvi_tf.models.decoder import AttentionDecoder
 from acvi_tf.models.encoder import Bridge, Encoder
 from acvi_tf.models.heads import HEADS
 from acvi_tf.utils.loop_gradients import LOOP_KEY, LoopGradients
-from acvi_tf.utils.ops import fold_seed, sequence_mask
+from acvi_tf.utils.ops import fold_seed, sequence_mask, stateless_uniform
 from acvi_tf.utils.precision import policy_scope, to_float32
 
 
@@ -414,7 +414,7 @@ def word_dropout(ids, rate, seed, pad_id=0, unk_id=1):
     stateless seed: the same seed gives the same mask.
     """
     ids = tf.convert_to_tensor(ids)
-    drop = tf.random.stateless_uniform(tf.shape(ids), seed=seed) < rate
+    drop = stateless_uniform(tf.shape(ids), seed) < rate
     not_first = tf.range(tf.shape(ids)[1])[None, :] > 0
     drop = drop & not_first & tf.not_equal(ids, pad_id)
     return tf.where(drop, tf.cast(unk_id, ids.dtype), ids)
