@@ -1,0 +1,213 @@
+"""Where a training step's time goes, by TensorFlow op type: a ``tf.profiler`` trace.
+
+``python -m benchmarks.op_profile --size=translation --rows=soft,acvi`` builds each row's
+step exactly as :mod:`benchmarks.acvi_ablation` does (the same model, sizes and random
+batch; XLA off, where the trace sees every op), runs it ``--steps`` times under
+``tf.profiler`` and sums the ops' self time by op type (TensorFlow's
+``framework_op_stats``, the table TensorBoard's profile plugin shows). Op types are
+grouped into classes (:data:`CLASSES`: matrix products, elementwise, data movement,
+reductions, loop bookkeeping, random, other) so that the question "why is the step at X%
+of the matmul peak?" has an answer in milliseconds: the time outside matrix products.
+
+Self times are summed over TensorFlow's threads (an op that runs on two threads counts
+twice), so the per-step sum can exceed the step's wall time; the shares are what to read.
+The load and the CPU other processes used are recorded (``benchmarks.load``): trace on an
+idle machine only. Writes JSON and a markdown table beside it.
+"""
+
+import argparse
+import collections
+import datetime
+import glob
+import json
+import os
+import sys
+import tempfile
+import time
+
+from benchmarks.acvi_ablation import ROWS, SIZES, build_steps
+from benchmarks.bench import REPO_ROOT, code_version
+from benchmarks.load import OtherLoad, is_idle, load_average
+
+# Op type -> class. oneDNN renames kernels (_MklMatMul, _MklNativeFusedMatMul, ...): the
+# class goes by the name with the _Mkl / _MklNative / _Fused prefixes taken off.
+CLASSES = {
+    "matmul": ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum",
+               "FusedMatMul", "Conv2D"),
+    "elementwise": ("Add", "AddV2", "AddN", "Sub", "Mul", "RealDiv", "Div", "DivNoNan",
+                    "Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "Tanh", "Sigmoid",
+                    "Relu", "Softplus", "Maximum", "Minimum", "SelectV2", "Select", "Cast",
+                    "TanhGrad", "SigmoidGrad", "ReluGrad", "SoftplusGrad", "SqrtGrad",
+                    "RsqrtGrad", "Reciprocal", "ReciprocalGrad", "Abs", "Sign", "Pow",
+                    "SquaredDifference", "OnesLike", "ZerosLike", "Fill", "Equal", "NotEqual",
+                    "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr",
+                    "LogicalNot", "ClipByValue", "BiasAdd", "BiasAddGrad", "Softmax",
+                    "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
+                    "SparseSoftmaxCrossEntropyWithLogits", "ResourceApplyAdam", "IsFinite"),
+    "reduction": ("Sum", "Mean", "Max", "Min", "Prod", "ArgMax", "ArgMin", "All", "Any",
+                  "Cumsum", "L2Loss"),
+    "data movement": ("Transpose", "ConcatV2", "Concat", "Split", "SplitV", "Slice",
+                      "StridedSlice", "StridedSliceGrad", "Pack", "Unpack", "Tile", "Reshape",
+                      "ExpandDims", "Squeeze", "GatherV2", "ResourceGather", "GatherNd",
+                      "ScatterNd", "TensorScatterUpdate", "UnsortedSegmentSum", "Pad",
+                      "PadV2", "Identity", "OneHot", "BroadcastTo", "Reverse", "ReverseV2",
+                      "MirrorPad", "Range", "Shape", "ShapeN", "Size", "Rank",
+                      "BroadcastGradientArgs", "ReadVariableOp", "AssignVariableOp",
+                      "AssignAddVariableOp", "AssignSubVariableOp", "DynamicStitch"),
+    "loop bookkeeping": ("While", "StatelessWhile", "TensorListPushBack", "TensorListPopBack",
+                         "TensorListSetItem", "TensorListGetItem", "TensorListFromTensor",
+                         "TensorListStack", "TensorListReserve", "TensorListElementShape",
+                         "TensorListLength", "TensorArrayV3", "TensorArrayWriteV3",
+                         "TensorArrayReadV3", "TensorArrayGatherV3", "TensorArrayScatterV3",
+                         "TensorArraySizeV3", "TensorArrayGradV3", "StackPushV2", "StackPopV2",
+                         "StackV2", "Enter", "Exit", "Merge", "Switch", "NextIteration",
+                         "LoopCond", "PartitionedCall", "StatefulPartitionedCall", "If",
+                         "StatelessIf", "NoOp"),
+    "random": ("StatelessRandomUniformV2", "StatelessRandomNormalV2",
+               "StatelessRandomUniformFullIntV2", "StatelessRandomGetKeyCounter",
+               "StatelessRandomGetKeyCounterAlg", "StatelessMultinomial",
+               "StatelessRandomUniformIntV2", "RandomUniform", "RandomStandardNormal"),
+}
+_CLASS_OF = {op: name for name, ops in CLASSES.items() for op in ops}
+
+
+def op_class(op_type):
+    """The class of ``op_type`` (:data:`CLASSES`), "other" where none lists it."""
+    base = op_type
+    for prefix in ("_MklNative", "_Mkl", "_Fused"):
+        if base.startswith(prefix):
+            base = base[len(prefix):]
+            break
+    return _CLASS_OF.get(base, _CLASS_OF.get(op_type, "other"))
+
+
+def op_stats(xplane_path):
+    """{op type: total self time in microseconds} of one trace, idle time left out."""
+    from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
+    data, ok = plugin.xspace_to_tools_data([xplane_path], "framework_op_stats", {})
+    if not ok:
+        raise RuntimeError(f"{xplane_path}: TensorFlow's profiler could not read the trace: "
+                           f"{data[:500]!r}")
+    table = json.loads(data)[0]
+    cols = [c["id"] for c in table["cols"]]
+    totals = collections.Counter()
+    for row in table["rows"]:
+        r = dict(zip(cols, [c.get("v") if c else None for c in row["c"]]))
+        if r["type"] != "IDLE":
+            totals[r["type"]] += float(r["total_self_time"])
+    return totals
+
+
+def profile_row(fn, batch, steps, log_dir):
+    """Self time by op type, in ms per step, of ``steps`` calls of ``fn(batch)``, and the
+    wall seconds per step while tracing."""
+    import tensorflow as tf
+    tf.profiler.experimental.start(log_dir)
+    start = time.perf_counter()
+    for _ in range(steps):
+        fn(batch)
+    wall = (time.perf_counter() - start) / steps
+    tf.profiler.experimental.stop()
+    paths = sorted(glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True))
+    if not paths:
+        raise RuntimeError(f"{log_dir}: the profiler wrote no trace")
+    return {op: us / 1000.0 / steps for op, us in op_stats(paths[-1]).items()}, wall
+
+
+def by_class(ops):
+    out = collections.Counter()
+    for op, ms in ops.items():
+        out[op_class(op)] += ms
+    return dict(out)
+
+
+def markdown(result, top=15):
+    rows = list(result["rows"])
+    code = result["code"]
+    if isinstance(code, dict):
+        code = code.get("commit", "?")[:7] + (" + uncommitted changes" if code.get("dirty") else "")
+    lines = [f"# Op-type profile of the training step ({result['size']}, XLA off)", "",
+             f"{result['date']}; commit {code}; load average {result['load_start']} at the "
+             f"start, {result['load_end']} at the end; other processes used "
+             f"{result['others_cores_during_timing']} cores while tracing.", ""]
+    if not result["idle"]:
+        lines += ["**The machine was not idle: these numbers are not results.**", ""]
+    lines += [f"Command: `{result['command']}`. {result['steps']} traced steps per row; "
+              "self time per step summed over TensorFlow's threads (ms), so a column can "
+              "exceed the step's wall time.", ""]
+    head = "| class | " + " | ".join(f"{r} ms" for r in rows) + " | " + " | ".join(
+        f"{r} share" for r in rows) + " |"
+    lines += ["## By class", "", head, "|---|" + "---:|" * (2 * len(rows))]
+    classes = sorted({c for r in rows for c in result["rows"][r]["classes_ms"]},
+                     key=lambda c: -result["rows"][rows[0]]["classes_ms"].get(c, 0.0))
+    for c in classes:
+        ms = [result["rows"][r]["classes_ms"].get(c, 0.0) for r in rows]
+        shares = [m / result["rows"][r]["total_ms"] for m, r in zip(ms, rows)]
+        lines.append(f"| {c} | " + " | ".join(f"{m:.0f}" for m in ms) + " | "
+                     + " | ".join(f"{s:.1%}" for s in shares) + " |")
+    lines.append("| **all ops** | " + " | ".join(
+        f"{result['rows'][r]['total_ms']:.0f}" for r in rows) + " |" + " |" * len(rows))
+    lines.append("| wall s/step while tracing | " + " | ".join(
+        f"{result['rows'][r]['wall_s']:.3f}" for r in rows) + " |" + " |" * len(rows))
+    ops = collections.Counter()
+    for r in rows:
+        for op, ms in result["rows"][r]["ops_ms"].items():
+            ops[op] = max(ops[op], ms)
+    lines += ["", f"## The {top} costliest op types", "",
+              "| op type | class | " + " | ".join(f"{r} ms" for r in rows) + " |",
+              "|---|---|" + "---:|" * len(rows)]
+    for op, _ in ops.most_common(top):
+        lines.append(f"| {op} | {op_class(op)} | " + " | ".join(
+            f"{result['rows'][r]['ops_ms'].get(op, 0.0):.0f}" for r in rows) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", choices=sorted(SIZES), default="translation")
+    p.add_argument("--rows", default="soft,acvi",
+                   help=f"comma-separated rows of benchmarks.acvi_ablation ({', '.join(ROWS)})")
+    p.add_argument("--steps", type=int, default=3, help="traced steps per row")
+    p.add_argument("--out", default="bench_results/op_profile.json")
+    args = p.parse_args(argv)
+    rows = [r for r in args.rows.split(",") if r]
+    bad = [r for r in rows if r not in ROWS]
+    if bad or not rows:
+        p.error(f"--rows: {', '.join(bad) or 'none given'}: not rows of "
+                f"benchmarks.acvi_ablation ({', '.join(ROWS)})")
+    if args.steps < 1:
+        p.error(f"--steps: {args.steps} must be at least 1")
+    load_start = load_average()
+    steps, batch = build_steps(args.size, rows)
+    for fn in steps.values():  # one untimed step each after the tracing call
+        fn(batch)
+    others = OtherLoad().start()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="op_profile_") as tmp:
+        for row, fn in steps.items():
+            ops, wall = profile_row(fn, batch, args.steps, os.path.join(tmp, row))
+            results[row] = {"wall_s": round(wall, 4), "total_ms": round(sum(ops.values()), 2),
+                            "classes_ms": {c: round(v, 2) for c, v in by_class(ops).items()},
+                            "ops_ms": {op: round(v, 3) for op, v in
+                                       sorted(ops.items(), key=lambda kv: -kv[1])}}
+            print(f"{row}: {wall:.3f} s/step, ops {sum(ops.values()):.0f} ms/step",
+                  file=sys.stderr, flush=True)
+    others_cores = others.stop()
+    result = {"size": args.size, "steps": args.steps, "xla": False, "code": code_version(),
+              "command": "python -m benchmarks.op_profile " + " ".join(
+                  sys.argv[1:] if argv is None else argv),
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "load_start": load_start, "load_end": load_average(),
+              "others_cores_during_timing": others_cores, "idle": is_idle(others_cores),
+              "rows": results}
+    out = os.path.join(REPO_ROOT, args.out) if not os.path.isabs(args.out) else args.out
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.splitext(out)[0] + ".md", "w") as f:
+        f.write(markdown(result))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
