@@ -201,7 +201,9 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail",
         "paper does not define them; its numbers are read as percentages. Sampled distinct-1 "
         "/ distinct-2: Bahuleyan et al.'s diversity protocol (`--diversity_samples=K`), K "
         "greedy summaries of each of the first test articles with the latent sampled, "
-        "distinct n-grams per article averaged; – where not measured.",
+        "distinct n-grams per article averaged; only for rows whose decoder can sample a "
+        "latent (ACVI and VED here: `sampling_components` in `acvi_tf/tasks/base.py`), – "
+        "for the others and where not measured.",
         "",
         "Runs (the command that produced each number):",
         "",
