@@ -3,11 +3,16 @@
 import keras
 import tensorflow as tf
 
+from acvi_tf.models.lstm import lstm_sequence
 from acvi_tf.utils.ops import dropout, fold_seed
 
 
 class Encoder(keras.layers.Layer):
     """Trainable embeddings (or raw features) -> n-layer BiLSTM with padding masks.
+
+    Each layer's weights live in a Keras ``Bidirectional(LSTM)`` (checkpoint paths as
+    ever); :func:`acvi_tf.models.lstm.lstm_sequence` runs them, with the input
+    projection computed for all steps before the recurrence.
 
     Args:
       vocab_size: source vocabulary; ``None`` feeds float features [B, N, F]
@@ -43,11 +48,17 @@ class Encoder(keras.layers.Layer):
 
     def call(self, inputs, mask, training=False, seed=None):
         x = self.embedding(inputs) if self.embedding is not None else inputs
+        x = tf.cast(x, self.compute_dtype)  # features arrive in float32 (Keras' autocast)
         finals = []
         for i, layer in enumerate(self.layers_):
             if seed is not None:
                 x = dropout(x, self.dropout_rate, fold_seed(seed, 101, i), training)
-            x, fh, fc, bh, bc = layer(x, mask=mask, training=training)
+            if not layer.built:
+                layer.build(x.shape)
+            # The layer's weights, run by lstm_sequence (input projection out of the loop)
+            forward, fh, fc = lstm_sequence(x, mask, layer.forward_layer.cell)
+            backward, bh, bc = lstm_sequence(x, mask, layer.backward_layer.cell, reverse=True)
+            x = tf.concat([forward, backward], -1)
             finals.append((tf.concat([fh, bh], -1), tf.concat([fc, bc], -1)))
         if seed is not None:
             x = dropout(x, self.dropout_rate, fold_seed(seed, 102), training)
