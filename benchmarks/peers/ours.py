@@ -1,5 +1,5 @@
 """Our side of the peer benchmark, in the main environment:
-``python -m benchmarks.peers.ours BATCHES [PRECISION]``.
+``python -m benchmarks.peers.ours BATCHES [PRECISION [on|off]]``.
 
 The model is ``Seq2Seq(ModelConfig(...))`` with ``attention="soft"``,
 ``score="multiplicative"`` (Luong's general score) at the sizes in the batches file, built
@@ -9,7 +9,7 @@ per-token loss, gradients, global-norm clip, update under a finiteness check) wi
 Trainer's own SGD (``trainer.make_optimizer``). Beam search is ``Seq2Seq.decode`` with
 ``min_length = max_length`` (every call decodes the full length), as ``make bench`` times it.
 ``PRECISION`` is the model's ``ModelConfig.precision`` (default float32; mixed_float16
-trains with the Trainer's loss scaling).
+trains with the Trainer's loss scaling); ``on`` XLA-compiles the training step.
 """
 
 import functools
@@ -18,7 +18,7 @@ import sys
 from benchmarks.peers import common
 
 
-def setup(path, precision="float32"):
+def setup(path, precision="float32", xla="off"):
     import keras
     import tensorflow as tf
 
@@ -37,7 +37,7 @@ def setup(path, precision="float32"):
                                            learning_rate=size.learning_rate), precision)
     optimizer.build(model.trainable_variables)
     step_fn = tf.function(make_train_step(model, optimizer, clip_norm=size.clip_norm),
-                          autograph=False)
+                          autograph=False, jit_compile=xla == "on")
     batches = [{k: tf.constant(arrays[k][i]) for k in ("src", "tgt_in", "tgt_out")}
                for i in range(len(arrays["src"]))]
     calls = [0]
@@ -57,10 +57,10 @@ def setup(path, precision="float32"):
         beam_fn(beam_src)["lengths"].numpy()
 
     info = {"side": "ours", "tensorflow": tf.__version__, "keras": keras.__version__,
-            "precision": precision,
+            "precision": precision, "xla": xla == "on",
             "parameters": int(sum(v.shape.num_elements() for v in model.trainable_variables))}
     return common.warm_up(info, train, beam, size.warmup)
 
 
 if __name__ == "__main__":
-    sys.exit(common.serve(lambda: setup(*sys.argv[1:3])))
+    sys.exit(common.serve(lambda: setup(*sys.argv[1:4])))

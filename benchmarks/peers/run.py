@@ -29,7 +29,8 @@ The known differences are in the JSON's ``model_notes``.
    median step), beam-search sentences/s, and ours over the peer. ``os.getloadavg()``
    is recorded before and after; numbers are results only from an idle machine.
 
-XLA is off on both sides (fp32, each framework's default ``tf.function``). ``--precision``
+XLA is off on both sides (fp32, each framework's default ``tf.function``); ``--xla``
+compiles our training step with XLA (not our beam search, not the peer). ``--precision``
 sets our side's ``ModelConfig.precision`` (mixed_bfloat16, mixed_float16; the peer stays
 fp32, and the report and the final line say so).
 End-to-end training with each side's own data pipeline is not measured.
@@ -148,9 +149,12 @@ def ratio(result, key):
     return a / b if a and b else None
 
 
-def precision_label(ours_precision):
-    """The precision of the comparison: fp32 on both sides, or each side's."""
-    return "fp32" if ours_precision == "float32" else f"ours {ours_precision}, opennmt-tf fp32"
+def precision_label(ours_precision, xla=False):
+    """The precision of the comparison: fp32 on both sides, or each side's; and ", ours
+    XLA" when our training step was XLA-compiled."""
+    label = ("fp32" if ours_precision == "float32"
+             else f"ours {ours_precision}, opennmt-tf fp32")
+    return label + (", ours XLA" if xla else "")
 
 
 def final_line(result):
@@ -181,7 +185,8 @@ def markdown(result):
         f"{s['units']} BiLSTM / LSTM, dropout {s['dropout']}, SGD, clip {s['clip_norm']}; "
         f"{s['steps']} timed steps each after {s['warmup']} warm-up, alternating; beam "
         f"{s['beam_width']} x {s['beam_batch']} sentences x {s['beam_max_length']} steps. "
-        f"{s['precision']}, no XLA.", "",
+        f"{s['precision']}, "
+        f"{'our training step XLA-compiled' if s.get('xla') else 'no XLA'}.", "",
         "| | ours | OpenNMT-tf | ours/OpenNMT-tf |", "|---|---:|---:|---:|",
         f"| framework | TF {ours.get('tensorflow', '?')} | OpenNMT-tf "
         f"{peer.get('opennmt_tf', '?')}, TF {peer.get('tensorflow', '?')} | |",
@@ -205,7 +210,7 @@ def markdown(result):
 
 
 def build_result(profile, argv, size, load, sides, wall_seconds, code=None,
-                 ours_precision="float32", **settings):
+                 ours_precision="float32", xla=False, **settings):
     """The JSON record: settings, load averages, both sides' numbers and ours/peer ratios."""
     cpus = os.cpu_count() or 1
     result = {
@@ -220,8 +225,8 @@ def build_result(profile, argv, size, load, sides, wall_seconds, code=None,
         "note": ("Times are results only when measured on an otherwise idle machine; see "
                  "load_average (os.getloadavg() 1/5/15 min) and idle."),
         "settings": {**dataclasses.asdict(size), **settings,
-                     "precision": precision_label(ours_precision),
-                     "xla": False, "order": "alternating, ours first in each round"},
+                     "precision": precision_label(ours_precision, xla),
+                     "xla": xla, "order": "alternating, ours first in each round"},
         "model_notes": MODEL_NOTES,
         "sides": sides,
         "ratios": {},
@@ -260,6 +265,8 @@ def parse_args(argv):
                    help="OpenNMT-tf encoder layout (see benchmarks/peers/opennmt_tf.py)")
     p.add_argument("--precision", choices=PRECISIONS, default="float32",
                    help="our model's dtype policy (ModelConfig.precision); OpenNMT-tf stays fp32")
+    p.add_argument("--xla", action="store_true",
+                   help="XLA-compile our training step (the peer's and our beam search stay off)")
     p.add_argument("--peer_python", default=DEFAULT_PEER_PYTHON,
                    help="the Python of the OpenNMT-tf environment (make bench-peers makes it)")
     p.add_argument("--seed", type=int, default=0, help="batches and parameters")
@@ -291,7 +298,7 @@ def main(argv=None):
     start, load, code = time.perf_counter(), {"start": load_average()}, code_version()
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     argvs = {"ours": [sys.executable, "-m", "benchmarks.peers.ours", batches_path,
-                      args.precision],
+                      args.precision, "on" if args.xla else "off"],
              "opennmt-tf": [args.peer_python, "-m", "benchmarks.peers.opennmt_tf",
                             batches_path, "--encoder", args.encoder]}
     workers, sides = {}, {side: {"error": None} for side in SIDES}
@@ -331,7 +338,8 @@ def main(argv=None):
         sides[side].update(summarize(times[side]["train"], times[side]["beam"], tokens,
                                      size.beam_batch))
     result = build_result(profile, argv, size, load, sides, time.perf_counter() - start,
-                          code=code, ours_precision=args.precision, seed=args.seed,
+                          code=code, ours_precision=args.precision, xla=args.xla,
+                          seed=args.seed,
                           encoder=args.encoder,
                           batches=os.path.relpath(batches_path))
     md_path = write_outputs(result, args.out)

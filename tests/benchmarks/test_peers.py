@@ -107,15 +107,26 @@ def test_our_precision_is_in_the_settings_the_report_and_the_final_line():
     assert run.parse_args(["--precision=mixed_float16"]).precision == "mixed_float16"
 
 
-def test_our_worker_runs_a_mixed_float16_model(tmp_path):
-    """The ``ours`` worker at the quick size with ``mixed_float16`` (no OpenNMT-tf needed):
-    it builds the model and its loss-scaled SGD, and its training step and beam search run
-    (the warm-up runs each once, then once more here)."""
+def test_our_xla_setting_is_in_the_settings_the_report_and_the_final_line():
+    result = run.build_result("quick", ["--quick", "--xla"], QUICK, _result()["load_average"],
+                              _result()["sides"], 1.0, xla=True, seed=0)
+    assert result["settings"]["xla"] is True
+    assert run.final_line(result) == "ours/opennmt-tf tokens/s: 2.00 (fp32, ours XLA)"
+    assert "steps. fp32, ours XLA, our training step XLA-compiled." in run.markdown(result)
+    assert run.parse_args(["--xla"]).xla and not run.parse_args([]).xla
+
+
+@pytest.mark.parametrize("precision, xla", [("mixed_float16", "off"), ("float32", "on")])
+def test_our_worker_runs_its_precision_and_xla_setting(tmp_path, precision, xla):
+    """The ``ours`` worker at the quick size (no OpenNMT-tf needed) with ``mixed_float16``
+    (the model and its loss-scaled SGD) and with its training step XLA-compiled: the
+    training step and beam search run (the warm-up runs each once, then once more here)."""
     from benchmarks.peers import ours
     path = str(tmp_path / "batches.npz")
     common.save_batches(path, common.make_batches(QUICK, seed=0), QUICK, seed=0)
-    info, ops = ours.setup(path, "mixed_float16")
-    assert info["precision"] == "mixed_float16" and "beam_error" not in info, info
+    info, ops = ours.setup(path, precision, xla)
+    assert info["precision"] == precision and info["xla"] == (xla == "on")
+    assert "beam_error" not in info and "error" not in info, info
     ops["train"]()
     ops["beam"]()
 
