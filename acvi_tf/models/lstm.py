@@ -38,18 +38,65 @@ def lstm_sequence(x, mask, cell, reverse=False):
     if mask is None:
         mask = tf.ones([batch, steps], tf.bool)
     step_mask = tf.transpose(mask)[:, :, None]  # [T, B, 1]
-    zeros = tf.zeros([batch, cell.units], dtype)
+    outputs, h, c = _recurrence(projected, recurrent_kernel, step_mask, reverse)
+    return tf.transpose(outputs, [1, 0, 2]), h, c
 
-    def step(carry, inputs):
-        h, c, _ = carry
-        z_x, m = inputs
-        z = z_x + tf.matmul(h, recurrent_kernel)
-        z_i, z_f, z_c, z_o = tf.split(z, 4, axis=-1)
-        c_new = tf.sigmoid(z_f) * c + tf.sigmoid(z_i) * tf.tanh(z_c)
-        h_new = tf.sigmoid(z_o) * tf.tanh(c_new)
-        return (tf.where(m, h_new, h), tf.where(m, c_new, c), tf.where(m, h_new, zeros))
 
-    hs, cs, outputs = tf.scan(step, (projected, step_mask), initializer=(zeros, zeros, zeros),
-                              reverse=reverse)
-    last = 0 if reverse else -1
-    return tf.transpose(outputs, [1, 0, 2]), hs[last], cs[last]
+def _recurrence(projected, recurrent_kernel, step_mask, reverse):
+    """The recurrence over time-major ``projected`` = x_t W + b [T, B, 4u]: ``(outputs
+    [T, B, u], h, c)``, with a hand-written backward pass (back-propagation through time)
+    that returns U's gradient as one product over all steps, sum_t h_{t-1}^T dz_t,
+    instead of the while loop's per-step [u, 4u] product and accumulation."""
+    units = recurrent_kernel.shape[0]
+
+    @tf.custom_gradient
+    def run(projected, recurrent_kernel):
+        zeros = tf.zeros([tf.shape(projected)[1], units], projected.dtype)
+
+        def step(carry, inputs):
+            h, c = carry[:2]
+            z_x, m = inputs
+            z = z_x + tf.matmul(h, recurrent_kernel)
+            z_i, z_f, z_c, z_o = tf.split(z, 4, axis=-1)
+            i, f, g, o = tf.sigmoid(z_i), tf.sigmoid(z_f), tf.tanh(z_c), tf.sigmoid(z_o)
+            c_new = f * c + i * g
+            h_new = o * tf.tanh(c_new)
+            return (tf.where(m, h_new, h), tf.where(m, c_new, c), tf.where(m, h_new, zeros),
+                    h, c, tf.concat([i, f, g, o], -1), c_new)
+
+        hs, cs, outputs, h_prev, c_prev, gates, c_new = tf.scan(
+            step, (projected, step_mask), reverse=reverse,
+            initializer=(zeros, zeros, zeros, zeros, zeros,
+                         tf.zeros_like(projected[0]), zeros))
+        last = 0 if reverse else -1
+
+        def grad(d_outputs, d_h, d_c):
+            d_h = zeros if d_h is None else d_h
+            d_c = zeros if d_c is None else d_c
+            d_outputs = tf.zeros_like(outputs) if d_outputs is None else d_outputs
+
+            def back(carry, inputs):
+                dh, dc = carry[:2]
+                d_out, gate, cn, cp, m = inputs
+                i, f, g, o = tf.split(gate, 4, axis=-1)
+                dh_new = tf.where(m, dh + d_out, tf.zeros_like(dh))
+                tanh_c = tf.tanh(cn)
+                dc_new = tf.where(m, dc, tf.zeros_like(dc)) + dh_new * o * (1.0 - tf.square(tanh_c))
+                dz = tf.concat([dc_new * g * i * (1.0 - i), dc_new * cp * f * (1.0 - f),
+                                dc_new * i * (1.0 - tf.square(g)),
+                                dh_new * tanh_c * o * (1.0 - o)], -1)
+                dh_prev = (tf.matmul(dz, recurrent_kernel, transpose_b=True)
+                           + tf.where(m, tf.zeros_like(dh), dh))
+                dc_prev = dc_new * f + tf.where(m, tf.zeros_like(dc), dc)
+                return dh_prev, dc_prev, dz
+
+            _, _, d_z = tf.scan(back, (d_outputs, gates, c_new, c_prev, step_mask),
+                                initializer=(d_h, d_c, tf.zeros_like(projected[0])),
+                                reverse=not reverse)
+            d_recurrent = tf.matmul(tf.reshape(h_prev, [-1, units]),
+                                    tf.reshape(d_z, [-1, 4 * units]), transpose_a=True)
+            return d_z, d_recurrent
+
+        return (outputs, hs[last], cs[last]), grad
+
+    return run(projected, recurrent_kernel)
