@@ -45,6 +45,7 @@ import tensorflow as tf
 
 from acvi_tf.attention.base import (FEEDBACK, ContextVariant, register_attention,
                                     weighted_sum)
+from acvi_tf.utils.lstm import bidirectional_sequence
 from acvi_tf.utils.ops import fold_seed, masked_logits, masked_softmax
 from acvi_tf.utils.precision import to_float32
 
@@ -135,7 +136,7 @@ class VariationalAttention(ContextVariant):
         tmask = tf.not_equal(targets, self.pad_id)
         # Pointer-generator targets may hold extended-vocabulary ids: embed them as UNK.
         ids = tf.where(targets < self.target_vocab_size, targets, self.unk_id)
-        u = self.target_rnn(self.target_embedding(ids), mask=tmask, training=training)
+        u, _, _ = bidirectional_sequence(self.target_rnn, self.target_embedding(ids), tmask)
         logits = to_float32(tf.einsum("btu,bnu->btn", u, self.bilinear(memory)))
         return {"q_logits": masked_logits(logits, mask[:, None, :]), "targets": targets}
 

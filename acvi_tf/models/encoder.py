@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from acvi_tf.models.lstm import lstm_sequence
+from acvi_tf.utils.lstm import bidirectional_sequence
 from acvi_tf.utils.ops import dropout, fold_seed
 
 
@@ -11,7 +11,7 @@ class Encoder(keras.layers.Layer):
     """Trainable embeddings (or raw features) -> n-layer BiLSTM with padding masks.
 
     Each layer's weights live in a Keras ``Bidirectional(LSTM)`` (checkpoint paths as
-    ever); :func:`acvi_tf.models.lstm.lstm_sequence` runs them, with the input
+    ever); :func:`acvi_tf.utils.lstm.bidirectional_sequence` runs them, with the input
     projection computed for all steps before the recurrence.
 
     Args:
@@ -53,12 +53,7 @@ class Encoder(keras.layers.Layer):
         for i, layer in enumerate(self.layers_):
             if seed is not None:
                 x = dropout(x, self.dropout_rate, fold_seed(seed, 101, i), training)
-            if not layer.built:
-                layer.build(x.shape)
-            # The layer's weights, run by lstm_sequence (input projection out of the loop)
-            forward, fh, fc = lstm_sequence(x, mask, layer.forward_layer.cell)
-            backward, bh, bc = lstm_sequence(x, mask, layer.backward_layer.cell, reverse=True)
-            x = tf.concat([forward, backward], -1)
+            x, (fh, fc), (bh, bc) = bidirectional_sequence(layer, x, mask)
             finals.append((tf.concat([fh, bh], -1), tf.concat([fc, bc], -1)))
         if seed is not None:
             x = dropout(x, self.dropout_rate, fold_seed(seed, 102), training)

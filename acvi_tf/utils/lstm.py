@@ -42,6 +42,17 @@ def lstm_sequence(x, mask, cell, reverse=False):
     return tf.transpose(outputs, [1, 0, 2]), h, c
 
 
+def bidirectional_sequence(layer, x, mask):
+    """A Keras ``Bidirectional(LSTM(...))`` layer's weights run by :func:`lstm_sequence`
+    both ways (the layer is built on first use): ``(outputs [B, T, 2u], (h, c) forward,
+    (h, c) backward)``, the outputs forward and backward concatenated as Keras does."""
+    if not layer.built:
+        layer.build(x.shape)
+    forward, fh, fc = lstm_sequence(x, mask, layer.forward_layer.cell)
+    backward, bh, bc = lstm_sequence(x, mask, layer.backward_layer.cell, reverse=True)
+    return tf.concat([forward, backward], -1), (fh, fc), (bh, bc)
+
+
 def _recurrence(projected, recurrent_kernel, step_mask, reverse):
     """The recurrence over time-major ``projected`` = x_t W + b [T, B, 4u]: ``(outputs
     [T, B, u], h, c)``, with a hand-written backward pass (back-propagation through time)

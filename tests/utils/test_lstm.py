@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from acvi_tf.models.encoder import Encoder
-from acvi_tf.models.lstm import lstm_sequence
+from acvi_tf.utils.lstm import bidirectional_sequence
 from acvi_tf.utils.precision import policy_scope
 
 UNITS, FEATURES = 6, 5
@@ -32,9 +32,8 @@ def _inputs(dtype=tf.float32):
 
 
 def _ours(layer, x, mask):
-    f, fh, fc = lstm_sequence(x, mask, layer.forward_layer.cell)
-    b, bh, bc = lstm_sequence(x, mask, layer.backward_layer.cell, reverse=True)
-    return [tf.concat([f, b], -1), fh, fc, bh, bc]
+    outputs, (fh, fc), (bh, bc) = bidirectional_sequence(layer, x, mask)
+    return [outputs, fh, fc, bh, bc]
 
 
 def _keras(layer, x, mask):
