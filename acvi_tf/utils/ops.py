@@ -12,7 +12,7 @@ NEG_INF = -1e9  # finite, so that softmax and its gradient stay NaN-free on padd
 # The stateless random ops name their algorithm instead of TensorFlow's "auto_select":
 # on CPU both draw the same numbers (Philox), with and without XLA, but under XLA
 # auto_select compiles to a generator 25-100x slower than the one "philox" compiles to
-# (measured: 3.3M normals in 1.48 s against 57 ms; results/bench_profile.md).
+# (`python -m benchmarks.rng_xla`; results/bench_profile.md).
 RNG_ALG = "philox"
 
 

@@ -1,0 +1,97 @@
+"""Stateless random ops under XLA on this CPU: TensorFlow's default algorithm
+("auto_select") against the one the package names (``acvi_tf.utils.ops.RNG_ALG``).
+
+Both draw the same numbers (``tests/utils/test_ops.py``); this times them, compiled with
+and without XLA, alternately in one process, at the size of ACVI's Monte-Carlo draws at the
+paper MT size ([128, 50, 512]). ``python -m benchmarks.rng_xla --out
+bench_results/rng_xla.json`` writes JSON and a markdown table beside it, with the load
+and the CPU other processes used (``benchmarks.load``).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+from benchmarks.bench import REPO_ROOT, code_version
+from benchmarks.load import OtherLoad, is_idle, load_average
+
+OPS = ("normal", "uniform", "dropout")
+
+
+def build(shape, xla):
+    """{(op, alg): compiled function} of the three ops with each algorithm."""
+    import tensorflow as tf
+
+    from acvi_tf.utils.ops import RNG_ALG
+    seed = tf.constant([1, 2])
+    x = tf.ones(shape)
+    ops = {"normal": lambda alg: tf.random.stateless_normal(shape, seed=seed, alg=alg),
+           "uniform": lambda alg: tf.random.stateless_uniform(shape, seed=seed, alg=alg),
+           "dropout": lambda alg: tf.nn.experimental.stateless_dropout(x, 0.2, seed,
+                                                                        rng_alg=alg)}
+    out = {}
+    for op in OPS:
+        for alg in ("auto_select", RNG_ALG):
+            fn = tf.function(lambda op=op, alg=alg: tf.reduce_sum(ops[op](alg)),
+                             jit_compile=xla)
+            fn()  # trace and compile
+            out[(op, alg)] = fn
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shape", default="128,50,512", help="comma-separated shape drawn")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--out", default="bench_results/rng_xla.json")
+    args = p.parse_args(argv)
+    try:
+        shape = [int(s) for s in args.shape.split(",")]
+    except ValueError:
+        p.error(f"--shape: {args.shape!r} is not comma-separated integers")
+    if args.rounds < 1:
+        p.error(f"--rounds: {args.rounds} must be at least 1")
+    load_start = load_average()
+    fns = {xla: build(shape, xla) for xla in (False, True)}
+    others = OtherLoad().start()
+    times = {(xla, op, alg): [] for xla, group in fns.items() for op, alg in group}
+    for _ in range(args.rounds):
+        for xla, group in fns.items():
+            for (op, alg), fn in group.items():
+                start = time.perf_counter()
+                fn().numpy()
+                times[(xla, op, alg)].append(time.perf_counter() - start)
+    others_cores = others.stop()
+    rows = [{"xla": xla, "op": op, "alg": alg, "ms_median": 1000 * statistics.median(ts)}
+            for (xla, op, alg), ts in times.items()]
+    result = {"shape": shape, "rounds": args.rounds, "code": code_version(),
+              "command": "python -m benchmarks.rng_xla " + " ".join(
+                  sys.argv[1:] if argv is None else argv),
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "load_start": load_start, "load_end": load_average(),
+              "others_cores_during_timing": others_cores, "idle": is_idle(others_cores),
+              "rows": rows}
+    out = os.path.join(REPO_ROOT, args.out) if not os.path.isabs(args.out) else args.out
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    lines = [f"# Stateless random ops, {shape}, with and without XLA", "",
+             f"{result['date']}; load average {load_start} at the start; other processes "
+             f"used {others_cores} cores while timing.", ""]
+    if not result["idle"]:
+        lines += ["**The machine was not idle: these timings are not results.**", ""]
+    lines += [f"Command: `{result['command']}`; median of {args.rounds} calls.", "",
+              "| XLA | op | algorithm | ms |", "|---|---|---|---:|"]
+    lines += [f"| {'on' if r['xla'] else 'off'} | {r['op']} | {r['alg']} | "
+              f"{r['ms_median']:.1f} |" for r in rows]
+    with open(os.path.splitext(out)[0] + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
