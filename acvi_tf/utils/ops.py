@@ -16,6 +16,13 @@ NEG_INF = -1e9  # finite, so that softmax and its gradient stay NaN-free on padd
 RNG_ALG = "philox"
 
 
+def _rng_alg():
+    """:data:`RNG_ALG` when building a graph (tf.function, XLA); TensorFlow's default when
+    executing eagerly, where it draws the same numbers and a named algorithm costs about
+    1 ms of host work per op (a 10x slower ``stateless_fold_in``, measured)."""
+    return "auto_select" if tf.executing_eagerly() else RNG_ALG
+
+
 def masked_logits(scores, mask):
     """Sets padded positions to a large negative logit (before the softmax of Eq. 2)."""
     return tf.where(mask, scores, tf.cast(NEG_INF, scores.dtype))
@@ -35,26 +42,26 @@ def fold_seed(seed, *salts):
         seed = tf.stack([seed, tf.constant(0x5EED, tf.int32)])
     for salt in salts:
         seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(salt, tf.int32),
-                                                        alg=RNG_ALG)
+                                                        alg=_rng_alg())
     return tf.cast(seed, tf.int32)
 
 
 def stateless_normal(shape, seed, dtype=tf.float32):
     """``tf.random.stateless_normal`` with :data:`RNG_ALG`."""
-    return tf.random.stateless_normal(shape, seed=seed, dtype=dtype, alg=RNG_ALG)
+    return tf.random.stateless_normal(shape, seed=seed, dtype=dtype, alg=_rng_alg())
 
 
 def stateless_uniform(shape, seed, minval=0.0, maxval=1.0, dtype=tf.float32):
     """``tf.random.stateless_uniform`` (floats in [minval, maxval)) with :data:`RNG_ALG`."""
     return tf.random.stateless_uniform(shape, seed=seed, minval=minval, maxval=maxval,
-                                       dtype=dtype, alg=RNG_ALG)
+                                       dtype=dtype, alg=_rng_alg())
 
 
 def dropout(x, rate, seed, training):
     """Stateless inverted dropout; identity when not training or rate == 0."""
     if not training or not rate:
         return x
-    return tf.nn.experimental.stateless_dropout(x, rate=rate, seed=seed, rng_alg=RNG_ALG)
+    return tf.nn.experimental.stateless_dropout(x, rate=rate, seed=seed, rng_alg=_rng_alg())
 
 
 def sequence_mask(ids, pad_id=0):
