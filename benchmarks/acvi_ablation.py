@@ -28,19 +28,17 @@ machine was not idle.
 """
 
 import argparse
-import datetime
 import functools
-import json
-import os
 import statistics
 import sys
 import time
 
 import numpy as np
 
-from benchmarks.bench import (REPO_ROOT, SUMMARIZATION_MODEL, TOY_MODEL, TRANSLATION_MODEL,
-                              code_version, make_train_step, random_batch)
-from benchmarks.load import OtherLoad, is_idle, load_average
+from benchmarks import record
+from benchmarks.bench import (SUMMARIZATION_MODEL, TOY_MODEL, TRANSLATION_MODEL,
+                              make_train_step, random_batch)
+from benchmarks.load import OtherLoad, load_average
 
 SIZES = {"translation": (TRANSLATION_MODEL, 128, 50, 50),
          "summarization": (dict(SUMMARIZATION_MODEL, dropout=0.0), 16, 400, 100),
@@ -124,15 +122,7 @@ def summarize(times):
 
 
 def markdown(result):
-    code = result["code"]
-    if isinstance(code, dict):
-        code = code.get("commit", "?")[:7] + (" + uncommitted changes" if code.get("dirty") else "")
-    lines = [f"# ACVI's step time by part ({result['size']}, paper sizes)", "",
-             f"{result['date']}; commit {code}; load average {result['load_start']} "
-             f"at the start, {result['load_end']} at the end; other processes used "
-             f"{result['others_cores_during_timing']} cores while timing.", ""]
-    if not result["idle"]:
-        lines += ["**The machine was not idle: these timings are not results.**", ""]
+    lines = record.preamble(result, f"ACVI's step time by part ({result['size']}, paper sizes)")
     lines += [f"Command: `{result['command']}`. {result['rounds']} rounds, the rows "
               f"alternating; median seconds per training step (Adam, fp32, XLA "
               f"{'on' if result.get('xla') else 'off'}).", "",
@@ -157,22 +147,10 @@ def main(argv=None):
     others = OtherLoad().start()
     times = time_rows(steps, batch, args.rounds, log)
     others_cores = others.stop()
-    result = {"size": args.size, "rounds": args.rounds, "xla": args.xla, "code": code_version(),
-              "command": "python -m benchmarks.acvi_ablation " + " ".join(
-                  sys.argv[1:] if argv is None else argv),
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "load_start": load_start, "load_end": load_average(),
-              "others_cores_during_timing": others_cores,
-              "idle": is_idle(others_cores),
+    result = {"size": args.size, "rounds": args.rounds, "xla": args.xla,
+              **record.header("benchmarks.acvi_ablation", argv, load_start, others_cores),
               "rows": summarize(times)}
-    out = os.path.join(REPO_ROOT, args.out) if not os.path.isabs(args.out) else args.out
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(result, f, indent=1)
-    with open(os.path.splitext(out)[0] + ".md", "w") as f:
-        f.write(markdown(result))
-    print(markdown(result))
-
+    record.write(args.out, result, markdown(result))
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,6 @@ idle machine only. Writes JSON and a markdown table beside it.
 
 import argparse
 import collections
-import datetime
 import glob
 import json
 import os
@@ -25,9 +24,9 @@ import sys
 import tempfile
 import time
 
+from benchmarks import record
 from benchmarks.acvi_ablation import ROWS, SIZES, build_steps
-from benchmarks.bench import REPO_ROOT, code_version
-from benchmarks.load import OtherLoad, is_idle, load_average
+from benchmarks.load import OtherLoad, load_average
 
 # Op type -> class. oneDNN renames kernels (_MklMatMul, _MklNativeFusedMatMul, ...): the
 # class goes by the name with the _Mkl / _MklNative / _Fused prefixes taken off.
@@ -123,15 +122,8 @@ def by_class(ops):
 
 def markdown(result, top=15):
     rows = list(result["rows"])
-    code = result["code"]
-    if isinstance(code, dict):
-        code = code.get("commit", "?")[:7] + (" + uncommitted changes" if code.get("dirty") else "")
-    lines = [f"# Op-type profile of the training step ({result['size']}, XLA off)", "",
-             f"{result['date']}; commit {code}; load average {result['load_start']} at the "
-             f"start, {result['load_end']} at the end; other processes used "
-             f"{result['others_cores_during_timing']} cores while tracing.", ""]
-    if not result["idle"]:
-        lines += ["**The machine was not idle: these numbers are not results.**", ""]
+    lines = record.preamble(result, f"Op-type profile of the training step ({result['size']}, "
+                                    "XLA off)", while_="tracing")
     lines += [f"Command: `{result['command']}`. {result['steps']} traced steps per row; "
               "self time per step summed over TensorFlow's threads (ms), so a column can "
               "exceed the step's wall time.", ""]
@@ -193,21 +185,10 @@ def main(argv=None):
             print(f"{row}: {wall:.3f} s/step, ops {sum(ops.values()):.0f} ms/step",
                   file=sys.stderr, flush=True)
     others_cores = others.stop()
-    result = {"size": args.size, "steps": args.steps, "xla": False, "code": code_version(),
-              "command": "python -m benchmarks.op_profile " + " ".join(
-                  sys.argv[1:] if argv is None else argv),
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "load_start": load_start, "load_end": load_average(),
-              "others_cores_during_timing": others_cores, "idle": is_idle(others_cores),
+    result = {"size": args.size, "steps": args.steps, "xla": False,
+              **record.header("benchmarks.op_profile", argv, load_start, others_cores),
               "rows": results}
-    out = os.path.join(REPO_ROOT, args.out) if not os.path.isabs(args.out) else args.out
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(result, f, indent=1)
-    with open(os.path.splitext(out)[0] + ".md", "w") as f:
-        f.write(markdown(result))
-    print(markdown(result))
-
+    record.write(args.out, result, markdown(result))
 
 if __name__ == "__main__":
     main()

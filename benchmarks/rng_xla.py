@@ -9,15 +9,11 @@ and the CPU other processes used (``benchmarks.load``).
 """
 
 import argparse
-import datetime
-import json
-import os
 import statistics
-import sys
 import time
 
-from benchmarks.bench import REPO_ROOT, code_version
-from benchmarks.load import OtherLoad, is_idle, load_average
+from benchmarks import record
+from benchmarks.load import OtherLoad, load_average
 
 OPS = ("normal", "uniform", "dropout")
 
@@ -68,30 +64,15 @@ def main(argv=None):
     others_cores = others.stop()
     rows = [{"xla": xla, "op": op, "alg": alg, "ms_median": 1000 * statistics.median(ts)}
             for (xla, op, alg), ts in times.items()]
-    result = {"shape": shape, "rounds": args.rounds, "code": code_version(),
-              "command": "python -m benchmarks.rng_xla " + " ".join(
-                  sys.argv[1:] if argv is None else argv),
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "load_start": load_start, "load_end": load_average(),
-              "others_cores_during_timing": others_cores, "idle": is_idle(others_cores),
+    result = {"shape": shape, "rounds": args.rounds,
+              **record.header("benchmarks.rng_xla", argv, load_start, others_cores),
               "rows": rows}
-    out = os.path.join(REPO_ROOT, args.out) if not os.path.isabs(args.out) else args.out
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(result, f, indent=1)
-    lines = [f"# Stateless random ops, {shape}, with and without XLA", "",
-             f"{result['date']}; load average {load_start} at the start; other processes "
-             f"used {others_cores} cores while timing.", ""]
-    if not result["idle"]:
-        lines += ["**The machine was not idle: these timings are not results.**", ""]
+    lines = record.preamble(result, f"Stateless random ops, {shape}, with and without XLA")
     lines += [f"Command: `{result['command']}`; median of {args.rounds} calls.", "",
               "| XLA | op | algorithm | ms |", "|---|---|---|---:|"]
     lines += [f"| {'on' if r['xla'] else 'off'} | {r['op']} | {r['alg']} | "
               f"{r['ms_median']:.1f} |" for r in rows]
-    with open(os.path.splitext(out)[0] + ".md", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
-
+    record.write(args.out, result, "\n".join(lines) + "\n")
 
 if __name__ == "__main__":
     main()
