@@ -73,13 +73,20 @@ def _recurrence(projected, recurrent_kernel, step_mask, reverse):
             c_new = f * c + i * g
             h_new = o * tf.tanh(c_new)
             return (tf.where(m, h_new, h), tf.where(m, c_new, c), tf.where(m, h_new, zeros),
-                    h, c, tf.concat([i, f, g, o], -1), c_new)
+                    tf.concat([i, f, g, o], -1), c_new)
 
-        hs, cs, outputs, h_prev, c_prev, gates, c_new = tf.scan(
+        hs, cs, outputs, gates, c_new = tf.scan(
             step, (projected, step_mask), reverse=reverse,
-            initializer=(zeros, zeros, zeros, zeros, zeros,
-                         tf.zeros_like(projected[0]), zeros))
+            initializer=(zeros, zeros, zeros, tf.zeros_like(projected[0]), zeros))
         last = 0 if reverse else -1
+
+        def previous(states):
+            """The state each step started from: the carried states shifted one step back
+            in processing order, zeros before the first."""
+            if reverse:
+                return tf.concat([states[1:], zeros[None]], 0)
+            return tf.concat([zeros[None], states[:-1]], 0)
+        h_prev, c_prev = previous(hs), previous(cs)
 
         def grad(d_outputs, d_h, d_c):
             d_h = zeros if d_h is None else d_h
