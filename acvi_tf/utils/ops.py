@@ -47,12 +47,12 @@ def fold_seed(seed, *salts):
 
 
 def stateless_normal(shape, seed, dtype=tf.float32):
-    """``tf.random.stateless_normal`` with :data:`RNG_ALG`."""
+    """``tf.random.stateless_normal`` with :func:`_rng_alg`'s algorithm."""
     return tf.random.stateless_normal(shape, seed=seed, dtype=dtype, alg=_rng_alg())
 
 
 def stateless_uniform(shape, seed, minval=0.0, maxval=1.0, dtype=tf.float32):
-    """``tf.random.stateless_uniform`` (floats in [minval, maxval)) with :data:`RNG_ALG`."""
+    """``tf.random.stateless_uniform`` (floats in [minval, maxval)), :func:`_rng_alg`'s algorithm."""
     return tf.random.stateless_uniform(shape, seed=seed, minval=minval, maxval=maxval,
                                        dtype=dtype, alg=_rng_alg())
 
