@@ -52,7 +52,8 @@ def stateless_normal(shape, seed, dtype=tf.float32):
 
 
 def stateless_uniform(shape, seed, minval=0.0, maxval=1.0, dtype=tf.float32):
-    """``tf.random.stateless_uniform`` (floats in [minval, maxval)), :func:`_rng_alg`'s algorithm."""
+    """``tf.random.stateless_uniform`` (floats in [minval, maxval)) with the algorithm
+    :func:`_rng_alg` picks."""
     return tf.random.stateless_uniform(shape, seed=seed, minval=minval, maxval=maxval,
                                        dtype=dtype, alg=_rng_alg())
 
