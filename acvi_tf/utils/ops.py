@@ -14,15 +14,32 @@ NEG_INF = -1e9  # finite, so that softmax and its gradient stay NaN-free on padd
 # auto_select compiles to a generator 25-100x slower than the one "philox" compiles to
 # (`python -m benchmarks.rng_xla`; results/bench_profile.md).
 RNG_ALG = "philox"
+_PHILOX = 1  # tensorflow/core/framework/rng_alg.h
+# The key TensorFlow's Philox seed scrambling starts from (random_ops_util.py,
+# core/kernels/stateless_random_ops.cc).
+_PHILOX_SCRAMBLE_KEY = 0x02461E293EC8F720
 
 
-def _rng_alg():
-    """:data:`RNG_ALG` when building a graph (tf.function, XLA); TensorFlow's default when
-    executing eagerly, where it draws the same numbers and a named algorithm costs about
-    1 ms of host work per op (a 10x slower ``stateless_fold_in``, measured)."""
-    return "auto_select" if tf.executing_eagerly() else RNG_ALG
+def _philox_key_counter(seed):
+    """The Philox key [1] and counter [2] (uint64) that ``alg="philox"`` derives from a
+    [2] seed, in 5 graph ops where TensorFlow's ``_philox_scramble_seed`` takes 40: the
+    four scrambled 32-bit words are bitcast pairwise to (key, counter high word), the
+    little-endian join TensorFlow writes as ``lo | hi << 32``. Each random op of a traced
+    step paid those extra ops in tracing and graph building (a tiny ACVI train step:
+    5,301 graph nodes with TensorFlow's Philox, 3,957 with auto_select)."""
+    mix = tf.raw_ops.StatelessRandomUniformFullIntV2(
+        shape=[2, 2], key=tf.constant([_PHILOX_SCRAMBLE_KEY], tf.uint64),
+        counter=tf.cast(seed, tf.uint64), alg=_PHILOX, dtype=tf.uint32)
+    words = tf.bitcast(mix, tf.uint64)  # [key, counter's high word]
+    return words[:1], words * tf.constant([0, 1], tf.uint64)
 
 
+def _graph_philox():
+    """Whether to draw with :func:`_philox_key_counter` and the Philox kernels (building
+    a graph: tf.function, XLA) rather than TensorFlow's calls with their default
+    algorithm (executing eagerly, where both draw the same numbers and each extra op is
+    host work: a named algorithm made ``stateless_fold_in`` 10x slower, measured)."""
+    return not tf.executing_eagerly()
 def masked_logits(scores, mask):
     """Sets padded positions to a large negative logit (before the softmax of Eq. 2)."""
     return tf.where(mask, scores, tf.cast(NEG_INF, scores.dtype))
@@ -34,35 +51,63 @@ def masked_softmax(scores, mask):
 
 
 def fold_seed(seed, *salts):
-    """Derives a new stateless seed ([2] int32) from ``seed`` and integer salts."""
+    """Derives a new stateless seed ([2] int32) from ``seed`` and integer salts
+    (``tf.random.experimental.stateless_fold_in``, salt by salt)."""
     seed = tf.cast(tf.convert_to_tensor(seed), tf.int32)
     if seed.shape.rank == 0:
         # Scalar seeds keep per-sequence state free of rank-1 tensors, so that beam
         # search's tiling rule (rank >= 1 means batch-major) never touches them.
         seed = tf.stack([seed, tf.constant(0x5EED, tf.int32)])
     for salt in salts:
-        seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(salt, tf.int32),
-                                                        alg=_rng_alg())
+        salt = tf.cast(salt, tf.int32)
+        if _graph_philox():
+            key, counter = _philox_key_counter(seed)
+            seed = tf.stack([tf.raw_ops.StatelessRandomUniformFullIntV2(
+                shape=[], key=key, counter=counter, alg=_PHILOX, dtype=tf.int32), salt])
+        else:
+            seed = tf.random.experimental.stateless_fold_in(seed, salt)
     return tf.cast(seed, tf.int32)
 
 
 def stateless_normal(shape, seed, dtype=tf.float32):
-    """``tf.random.stateless_normal`` with :func:`_rng_alg`'s algorithm."""
-    return tf.random.stateless_normal(shape, seed=seed, dtype=dtype, alg=_rng_alg())
+    """``tf.random.stateless_normal(shape, seed, dtype=dtype)`` (mean 0, stddev 1): the
+    same numbers, with the Philox kernel named when building a graph."""
+    if not _graph_philox():
+        return tf.random.stateless_normal(shape, seed=seed, dtype=dtype)
+    key, counter = _philox_key_counter(seed)
+    return tf.raw_ops.StatelessRandomNormalV2(shape=shape, key=key, counter=counter,
+                                              alg=_PHILOX, dtype=dtype)
 
 
 def stateless_uniform(shape, seed, minval=0.0, maxval=1.0, dtype=tf.float32):
-    """``tf.random.stateless_uniform`` (floats in [minval, maxval)) with the algorithm
-    :func:`_rng_alg` picks."""
-    return tf.random.stateless_uniform(shape, seed=seed, minval=minval, maxval=maxval,
-                                       dtype=dtype, alg=_rng_alg())
+    """``tf.random.stateless_uniform`` (floats in [minval, maxval)): the same numbers,
+    with the Philox kernel named when building a graph."""
+    if not _graph_philox():
+        return tf.random.stateless_uniform(shape, seed=seed, minval=minval, maxval=maxval,
+                                           dtype=dtype)
+    key, counter = _philox_key_counter(seed)
+    unit = tf.raw_ops.StatelessRandomUniformV2(shape=shape, key=key, counter=counter,
+                                               alg=_PHILOX, dtype=dtype)
+    if isinstance(minval, float) and isinstance(maxval, float) and (minval, maxval) == (0.0, 1.0):
+        return unit  # u * 1 + 0 == u exactly
+    minval = tf.convert_to_tensor(minval, dtype=dtype)
+    maxval = tf.convert_to_tensor(maxval, dtype=dtype)
+    return unit * (maxval - minval) + minval  # TensorFlow's own affine map, same rounding
 
 
 def dropout(x, rate, seed, training):
-    """Stateless inverted dropout; identity when not training or rate == 0."""
+    """Stateless inverted dropout at a rate that is a number (the same mask as
+    ``tf.nn.experimental.stateless_dropout``); identity when not training or rate == 0."""
     if not training or not rate:
         return x
-    return tf.nn.experimental.stateless_dropout(x, rate=rate, seed=seed, rng_alg=_rng_alg())
+    if not _graph_philox():
+        return tf.nn.experimental.stateless_dropout(x, rate=rate, seed=seed)
+    # TensorFlow's _dropout with a number for the rate, drawing through stateless_uniform
+    rate = float(rate)
+    x = tf.convert_to_tensor(x)
+    kept = x * tf.convert_to_tensor(1 / (1 - rate), dtype=x.dtype)
+    keep = stateless_uniform(tf.shape(x), seed, dtype=x.dtype) >= rate
+    return tf.where(keep, kept, tf.zeros([], x.dtype))
 
 
 def sequence_mask(ids, pad_id=0):

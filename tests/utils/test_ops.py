@@ -11,29 +11,42 @@ def _draws(alg, x, seed):
     helpers as they are), else TensorFlow's calls with their default algorithm."""
     if alg is None:
         folded = ops.fold_seed(seed, 5)
-        return (folded, ops.stateless_normal([3, 7], folded),
+        return (folded, ops.fold_seed(seed, 5, -7), ops.stateless_normal([3, 7], folded),
                 ops.stateless_uniform([3, 7], seed, minval=1e-20),
-                ops.stateless_normal([2, 5], seed, tf.float64), ops.dropout(x, 0.3, seed, True))
+                ops.stateless_uniform([4], seed), ops.stateless_uniform([4], seed, 2.0, 5.0),
+                ops.stateless_normal([2, 5], seed, tf.float64),
+                ops.stateless_normal([2, 5], seed, tf.bfloat16), ops.dropout(x, 0.3, seed, True),
+                ops.dropout(tf.cast(x, tf.bfloat16), 0.5, folded, True))
     folded = tf.random.experimental.stateless_fold_in(seed, 5)
-    return (folded, tf.random.stateless_normal([3, 7], seed=folded),
+    return (folded, tf.random.experimental.stateless_fold_in(folded, -7),
+            tf.random.stateless_normal([3, 7], seed=folded),
             tf.random.stateless_uniform([3, 7], seed=seed, minval=1e-20, maxval=1.0),
+            tf.random.stateless_uniform([4], seed=seed),
+            tf.random.stateless_uniform([4], seed=seed, minval=2.0, maxval=5.0),
             tf.random.stateless_normal([2, 5], seed=seed, dtype=tf.float64),
-            tf.nn.experimental.stateless_dropout(x, rate=0.3, seed=seed))
+            tf.random.stateless_normal([2, 5], seed=seed, dtype=tf.bfloat16),
+            tf.nn.experimental.stateless_dropout(x, rate=0.3, seed=seed),
+            tf.nn.experimental.stateless_dropout(tf.cast(x, tf.bfloat16), rate=0.5, seed=folded))
 
 
-@pytest.mark.parametrize("jit", [False, True], ids=["graph", "xla"])
+@pytest.mark.parametrize("jit", [None, False, True], ids=["eager", "graph", "xla"])
 def test_named_algorithm_draws_the_default_numbers(jit):
-    """ops names its algorithm (RNG_ALG) only because XLA compiles "auto_select" to a much
-    slower generator: the numbers must be TensorFlow's defaults', with and without XLA, so
-    that a run resumed or decoded across the change draws the noise it drew before."""
+    """ops names its algorithm (RNG_ALG) and scrambles the Philox seed in its own few ops
+    only because XLA compiles "auto_select" to a much slower generator and TensorFlow's
+    scrambling costs 40 graph ops per draw: the numbers must be TensorFlow's defaults',
+    eagerly, in a graph and under XLA, so that a run resumed or decoded across the change
+    draws the noise it drew before."""
     x = tf.reshape(tf.range(1.0, 22.0), [3, 7])
     seed = ops.fold_seed(tf.constant(11), 3)
-    ours = tf.function(lambda: _draws(None, x, seed), jit_compile=jit)()
-    default = tf.function(lambda: _draws("default", x, seed), jit_compile=jit)()
+    if jit is None:
+        ours, default = _draws(None, x, seed), _draws("default", x, seed)
+    else:
+        ours = tf.function(lambda: _draws(None, x, seed), jit_compile=jit)()
+        default = tf.function(lambda: _draws("default", x, seed), jit_compile=jit)()
     for a, b in zip(ours, default):
         assert a.dtype == b.dtype
         assert tf.reduce_all(a == b), (a, b)
     # and the draws are draws: not constant, uniforms inside (minval, 1)
-    normal, uniform = ours[1], ours[2]
+    normal, uniform = ours[2], ours[3]
     assert float(tf.math.reduce_std(normal)) > 0.3
     assert float(tf.reduce_min(uniform)) > 0.0 and float(tf.reduce_max(uniform)) < 1.0
