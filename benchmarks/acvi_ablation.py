@@ -63,6 +63,17 @@ def _contexts():
     return {"acvi_kl0_no_variance": no_variance, "acvi_kl0_no_noise": no_noise}
 
 
+def row_config(size, row):
+    """The ``ModelConfig`` of ``row`` at ``size``."""
+    from acvi_tf.models.seq2seq import ModelConfig
+    extra = {} if row.startswith("soft") else {"attention": "acvi"}
+    if row.startswith("acvi_kl0"):
+        extra["attention_options"] = {"kl_weight": 0.0}
+    if row == "acvi_bound":
+        extra["attention_options"] = {"kl_estimator": "bound"}
+    return ModelConfig(**SIZES[size][0], **extra)
+
+
 def build_steps(size, rows, seed=0, xla=False):
     """{row: traced step function} and the batch, every row at ``size`` (XLA-compiled
     with ``xla``)."""
@@ -78,12 +89,7 @@ def build_steps(size, rows, seed=0, xla=False):
     steps = {}
     try:
         for row in rows:
-            extra = {} if row.startswith("soft") else {"attention": "acvi"}
-            if row.startswith("acvi_kl0"):
-                extra["attention_options"] = {"kl_weight": 0.0}
-            if row == "acvi_bound":
-                extra["attention_options"] = {"kl_estimator": "bound"}
-            model = Seq2Seq(ModelConfig(**model_fields, **extra))
+            model = Seq2Seq(row_config(size, row))
             model.defer_loop_gradients = not row.endswith(PLAIN_LOOP)
             optimizer = keras.optimizers.Adam(1e-3)
             model.loss_terms(batch, training=True, seed=0)

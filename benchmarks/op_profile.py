@@ -9,6 +9,11 @@ grouped into classes (:data:`CLASSES`: matrix products, elementwise, data moveme
 reductions, loop bookkeeping, random, other) so that the question "why is the step at X%
 of the matmul peak?" has an answer in milliseconds: the time outside matrix products.
 
+Against the float32 matmul peak measured in the same run (``bench.matmul_peak``) the step's
+fraction of peak splits into two factors: the share of op time spent in matrix products,
+and the rate those products run at (the analytic matmul FLOPs of
+``benchmarks.flops.analytic_flops`` over the step's wall time times that share).
+
 Self times are summed over TensorFlow's threads (an op that runs on two threads counts
 twice), so the per-step sum can exceed the step's wall time; the shares are what to read.
 The load and the CPU other processes used are recorded (``benchmarks.load``): trace on an
@@ -25,7 +30,7 @@ import tempfile
 import time
 
 from benchmarks import record
-from benchmarks.acvi_ablation import ROWS, SIZES, build_steps
+from benchmarks.acvi_ablation import ROWS, SIZES, build_steps, row_config
 from benchmarks.load import OtherLoad, load_average
 
 # Op type -> class. oneDNN renames kernels (_MklMatMul, _MklNativeFusedMatMul, ...): the
@@ -120,6 +125,20 @@ def by_class(ops):
     return dict(out)
 
 
+def peak_fields(flops, complete, wall_s, classes_ms, total_ms, peak_gflops):
+    """The step against the matmul peak: analytic matmul FLOPs, the step's GFLOP/s and
+    fraction of peak, the matrix products' share of op time, and the GFLOP/s the products
+    run at (the FLOPs over the wall time times that share)."""
+    share = classes_ms.get("matmul", 0.0) / total_ms if total_ms else 0.0
+    step = flops / wall_s / 1e9
+    inside = step / share if share else None
+    return {"matmul_flops": int(flops), "flops_complete": complete,
+            "gflops_step": round(step, 2), "fraction_of_peak": round(step / peak_gflops, 4),
+            "matmul_share": round(share, 4),
+            "gflops_in_matmul": None if inside is None else round(inside, 2),
+            "matmul_fraction_of_peak": None if inside is None else round(inside / peak_gflops, 4)}
+
+
 def markdown(result, top=15):
     rows = list(result["rows"])
     lines = record.preamble(result, f"Op-type profile of the training step ({result['size']}, "
@@ -141,6 +160,24 @@ def markdown(result, top=15):
         f"{result['rows'][r]['total_ms']:.0f}" for r in rows) + " |" + " |" * len(rows))
     lines.append("| wall s/step while tracing | " + " | ".join(
         f"{result['rows'][r]['wall_s']:.3f}" for r in rows) + " |" + " |" * len(rows))
+    peak = result.get("matmul_peak")
+    if peak:
+        lines += ["", "## Against the matmul peak", "",
+                  f"float32 matmul {peak['n']}x{peak['n']}: {peak['gflops_best']:.1f} GFLOP/s "
+                  "(best of the run's measurements). The step's fraction of peak is the "
+                  "matmul share of op time times the fraction the products themselves run at.",
+                  "", "| row | matmul GFLOP/step | step GFLOP/s | step % of peak | "
+                  "matmul share of op time | GFLOP/s inside matmul ops | their % of peak |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            f = result["rows"][r]
+            inside = f["gflops_in_matmul"]
+            lines.append(
+                f"| {r} | {f['matmul_flops'] / 1e9:.1f}{'' if f['flops_complete'] else ' (partial)'} "
+                f"| {f['gflops_step']:.1f} | {f['fraction_of_peak']:.0%} | "
+                f"{f['matmul_share']:.0%} | "
+                + ("– | – |" if inside is None else
+                   f"{inside:.1f} | {f['matmul_fraction_of_peak']:.0%} |"))
     ops = collections.Counter()
     for r in rows:
         for op, ms in result["rows"][r]["ops_ms"].items():
@@ -169,11 +206,15 @@ def main(argv=None):
                 f"benchmarks.acvi_ablation ({', '.join(ROWS)})")
     if args.steps < 1:
         p.error(f"--steps: {args.steps} must be at least 1")
+    from benchmarks.bench import matmul_peak
+    from benchmarks.flops import analytic_flops
     load_start = load_average()
     steps, batch = build_steps(args.size, rows)
     for fn in steps.values():  # one untimed step each after the tracing call
         fn(batch)
     others = OtherLoad().start()
+    n = 128 if args.size == "toy" else 2048
+    peaks = [matmul_peak(n, 5)]
     results = {}
     with tempfile.TemporaryDirectory(prefix="op_profile_") as tmp:
         for row, fn in steps.items():
@@ -184,8 +225,17 @@ def main(argv=None):
                                        sorted(ops.items(), key=lambda kv: -kv[1])}}
             print(f"{row}: {wall:.3f} s/step, ops {sum(ops.values()):.0f} ms/step",
                   file=sys.stderr, flush=True)
+    peaks.append(matmul_peak(n, 5))
     others_cores = others.stop()
-    result = {"size": args.size, "steps": args.steps, "xla": False,
+    peak = dict(peaks[-1], gflops_best=max(p["gflops_best"] for p in peaks),
+                measurements=peaks)
+    _, batch_size, src_len, tgt_len = SIZES[args.size]
+    for row, r in results.items():
+        flops, complete = analytic_flops(row_config(args.size, row), batch_size, src_len,
+                                         tgt_len)
+        r.update(peak_fields(flops, complete, r["wall_s"], r["classes_ms"], r["total_ms"],
+                             peak["gflops_best"]))
+    result = {"size": args.size, "steps": args.steps, "xla": False, "matmul_peak": peak,
               **record.header("benchmarks.op_profile", argv, load_start, others_cores),
               "rows": results}
     record.write(args.out, result, markdown(result))

@@ -67,8 +67,9 @@ MODEL_NOTES = [
     "Encoder 'layerwise' (default): layer 2 of both directions reads the concatenated "
     "layer-1 outputs, as ours; 'stacked' (--encoder=stacked) is OpenNMT-tf's single "
     "RNNEncoder(num_layers=2, bidirectional=True).",
-    "Recurrence: ours keras.layers.LSTM (Keras 3) in the encoder and LSTM cells in a "
-    "tf.while_loop in the decoder; OpenNMT-tf tf.keras LSTMCell in keras RNN layers "
+    "Recurrence: ours the weights of Keras 3 LSTM layers run by acvi_tf.utils.lstm in the "
+    "encoder (the input projection of all steps in one product, backpropagation through "
+    "time written out) and LSTM cells in a tf.while_loop in the decoder; OpenNMT-tf tf.keras LSTMCell in keras RNN layers "
     "(encoder) and tfa's dynamic decoding loop (decoder).",
     "Loss normalisation: ours per target token, OpenNMT-tf per sentence (its default); "
     "the cost of a step does not depend on it.",

@@ -16,6 +16,26 @@ def test_toy_trace_attributes_the_step_to_op_types(tmp_path):
     assert soft["total_ms"] == pytest.approx(sum(soft["classes_ms"].values()), rel=1e-2, abs=0.01)
     assert "IDLE" not in soft["ops_ms"]
     assert "| matmul |" in (tmp_path / "op.md").read_text()
+    # the step against the matmul peak measured in the same run
+    assert result["matmul_peak"]["gflops_best"] > 0
+    assert len(result["matmul_peak"]["measurements"]) == 2
+    assert soft["matmul_flops"] > 0 and soft["flops_complete"] is True
+    assert soft["fraction_of_peak"] == pytest.approx(
+        soft["matmul_share"] * soft["matmul_fraction_of_peak"], rel=1e-2)
+    assert "## Against the matmul peak" in (tmp_path / "op.md").read_text()
+
+
+def test_fraction_of_peak_is_the_matmul_share_times_the_rate_inside_matmuls():
+    # 2 GFLOP in a 1-second step, 60% of op time in matrix products, a 10 GFLOP/s peak:
+    # the step runs at 2 GFLOP/s (20%), the products at 2 / 0.6 GFLOP/s (33%).
+    f = op_profile.peak_fields(2e9, True, 1.0, {"matmul": 600.0, "elementwise": 400.0},
+                               1000.0, 10.0)
+    assert f["gflops_step"] == 2.0 and f["fraction_of_peak"] == 0.2
+    assert f["matmul_share"] == 0.6
+    assert f["gflops_in_matmul"] == pytest.approx(3.33, abs=0.01)
+    assert f["matmul_fraction_of_peak"] == pytest.approx(0.3333, abs=1e-4)
+    assert op_profile.peak_fields(2e9, True, 1.0, {"elementwise": 5.0}, 5.0,
+                                  10.0)["gflops_in_matmul"] is None
 
 
 def test_op_classes_see_through_onednn_names():
