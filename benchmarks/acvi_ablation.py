@@ -77,10 +77,10 @@ def row_config(size, row):
 def build_steps(size, rows, seed=0, xla=False):
     """{row: traced step function} and the batch, every row at ``size`` (XLA-compiled
     with ``xla``)."""
-    import keras
     import tensorflow as tf
     from acvi_tf.attention import acvi as acvi_module
     from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
+    from acvi_tf.training.adam import Adam
     model_fields, batch_size, src_len, tgt_len = SIZES[size]
     batch = random_batch(ModelConfig(**model_fields), batch_size, src_len, tgt_len,
                          np.random.default_rng(seed))
@@ -91,7 +91,7 @@ def build_steps(size, rows, seed=0, xla=False):
         for row in rows:
             model = Seq2Seq(row_config(size, row))
             model.defer_loop_gradients = not row.endswith(PLAIN_LOOP)
-            optimizer = keras.optimizers.Adam(1e-3)
+            optimizer = Adam(1e-3)  # the Trainer's
             model.loss_terms(batch, training=True, seed=0)
             optimizer.build(model.trainable_variables)
             step = tf.function(make_train_step(model, optimizer), autograph=False,

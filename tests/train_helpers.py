@@ -1,13 +1,14 @@
 """A few Adam steps on a Seq2Seq, shared by the few-step training tests."""
 
-import keras
 import tensorflow as tf
+
+from acvi_tf.training.adam import Adam
 
 
 def train_per_token(model, batch_at, steps, lr=0.02, seed=0):
     """Runs ``steps`` Adam steps on ``loss_terms(batch_at(i))`` (the objective per token);
     returns every term per token, one dict of floats per step."""
-    opt = keras.optimizers.Adam(lr)
+    opt = Adam(lr)
     # Every variable exists before the first trace (a tf.function that creates
     # variables is traced twice).
     model.build_for_checkpoint({k: tf.constant(v) for k, v in batch_at(0).items()})

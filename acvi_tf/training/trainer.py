@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from acvi_tf.training import schedules, summaries
+from acvi_tf.training.adam import Adam
 from acvi_tf.training.step import train_step
 from acvi_tf.utils import manifest
 from acvi_tf.utils.ops import fold_seed
@@ -72,7 +73,7 @@ def make_optimizer(config, precision="float32"):
     """The optimiser of ``config``; wrapped in ``keras.optimizers.LossScaleOptimizer`` (dynamic
     loss scaling, :mod:`acvi_tf.training.step`) for a ``mixed_float16`` model."""
     if config.optimizer == "adam":
-        optimizer = keras.optimizers.Adam(config.learning_rate)
+        optimizer = Adam(config.learning_rate)  # keras' Adam, cheaper to trace
     elif config.optimizer == "sgd":
         lr = config.learning_rate
         if config.lr_decay == "luong":

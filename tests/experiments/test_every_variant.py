@@ -286,12 +286,12 @@ def _train(config, fv, train_data, modes_at=None):
     """``TRAIN_STEPS`` steps of the Trainer's step (:func:`acvi_tf.training.step.train_step`
     on one device: the objective per target token, global-norm clipping, Adam), one traced
     function per mode, as the Trainer does; every logged term must be finite."""
-    import keras
     import tensorflow as tf
+    from acvi_tf.training.adam import Adam
     from acvi_tf.training.step import train_step
     from acvi_tf.utils.ops import fold_seed
     model = build_model(config)
-    optimizer = keras.optimizers.Adam(fv.learning_rate)
+    optimizer = Adam(fv.learning_rate)
     data = iter(train_data(None))
     first, _ = next(data)
     # Every variable exists before the first trace, as in the Trainer: a tf.function
