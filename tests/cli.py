@@ -19,9 +19,10 @@ conftest's oneDNN switch (off) from the fork server. A run that sets
 ``ACVI_TEST_AS_RUN=1`` in its environment runs as a user runs it instead: a fresh
 interpreter (``subprocess.run``), Grappler and oneDNN on.
 
-Tests that must prove something about a genuinely new interpreter (the SavedModel
-served where acvi_tf cannot be imported, several TF_CONFIG workers) still use
-:mod:`subprocess`.
+:func:`start` forks a run without waiting for it (the TF_CONFIG workers of a
+multi-worker test run side by side: the fork server never started TensorFlow's runtime,
+so each child starts its own). A test that must prove something about a genuinely new
+interpreter sets ``ACVI_TEST_AS_RUN=1`` or uses :mod:`subprocess`.
 """
 
 import atexit
@@ -134,28 +135,48 @@ def run(module, args, env=None, cwd=REPO, input=None, timeout=900):
     env = dict(os.environ if env is None else env)
     if env.get("ACVI_TEST_AS_RUN"):
         return _run_fresh(module, args, env, cwd, input, timeout)
-    with tempfile.TemporaryDirectory(prefix="cli_") as tmp:
-        paths = [os.path.join(tmp, name) for name in ("stdin", "stdout", "stderr")]
-        for path, text in zip(paths, (input or "", "", "")):
+    return start(module, args, env, cwd, input).wait(timeout)
+
+
+class Started:
+    """A CLI run started by :func:`start`; :meth:`wait` gives its ``CompletedProcess``."""
+
+    def __init__(self, module, args, env, cwd, input):
+        self.argv = _argv("python", module, args)
+        self._tmp = tempfile.TemporaryDirectory(prefix="cli_")
+        self._paths = [os.path.join(self._tmp.name, name)
+                       for name in ("stdin", "stdout", "stderr")]
+        for path, text in zip(self._paths, (input or "", "", "")):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
-        proc = _fork_context().Process(target=_child,
-                                       args=(module, list(args), env, cwd, *paths))
+        self._proc = _fork_context().Process(target=_child,
+                                             args=(module, list(args), env, cwd, *self._paths))
         # multiprocessing would re-run the caller's __main__ (a script, pytest) in the
         # child to "prepare" it; the child needs nothing of it.
         main, sys.modules["__main__"] = sys.modules["__main__"], types.ModuleType("__main__")
         try:
-            proc.start()
+            self._proc.start()
         finally:
             sys.modules["__main__"] = main
-        proc.join(timeout)
-        if proc.exitcode is None:
-            proc.kill()
-            proc.join()
-            raise subprocess.TimeoutExpired([module] + list(args), timeout)
-        out, err = (open(p, encoding="utf-8").read() for p in paths[1:])
-        _add_cpu(os.path.join(tmp, "cpu"))
-    return subprocess.CompletedProcess(_argv("python", module, args), proc.exitcode, out, err)
+
+    def wait(self, timeout=900):
+        try:
+            self._proc.join(timeout)
+            if self._proc.exitcode is None:
+                self._proc.kill()
+                self._proc.join()
+                raise subprocess.TimeoutExpired(self.argv, timeout)
+            out, err = (open(p, encoding="utf-8").read() for p in self._paths[1:])
+            _add_cpu(os.path.join(self._tmp.name, "cpu"))
+        finally:
+            self._tmp.cleanup()
+        return subprocess.CompletedProcess(self.argv, self._proc.exitcode, out, err)
+
+
+def start(module, args, env=None, cwd=REPO, input=None):
+    """:func:`run` without waiting: the run goes on beside the caller (several workers of
+    one job, say) until ``.wait()``."""
+    return Started(module, args, dict(os.environ if env is None else env), cwd, input)
 
 
 def _argv(python, module, args):

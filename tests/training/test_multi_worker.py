@@ -5,8 +5,6 @@ one-worker run with the same global batch; only the chief writes into model_dir.
 import json
 import os
 import socket
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -70,14 +68,17 @@ def test_two_workers_match_one_worker_and_only_the_chief_writes(tmp_path):
     ports = ",".join(str(p) for p in _free_ports(2))
     shared = tmp_path / "run"
     runs = [[str(tmp_path / f"w{i}"), str(shared), str(i), ports] for i in range(2)]
-    procs = [subprocess.Popen([sys.executable, str(script)] + args, env=env) for args in runs]
-    # The single-worker reference runs beside the two workers (they spend much of their
-    # time waiting on each other), forked from tests/cli.py's server: no TensorFlow import.
+    # Every process is forked from tests/cli.py's server (TensorFlow imported, its
+    # runtime not started: each worker sets TF_CONFIG and starts its own), and the
+    # single-worker reference runs beside the two workers, which spend much of their
+    # time waiting on each other.
+    workers = [cli.start(str(script), args, env=env) for args in runs]
     r = cli.run(str(script), [str(tmp_path / "one"), str(tmp_path / "one_run"), "0", ""],
                 env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    for p in procs:
-        assert p.wait(timeout=600) == 0
+    for w in workers:
+        done = w.wait(timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
     one, one_weights = _load(str(tmp_path / "one"))
     for i in range(2):
         info, weights = _load(str(tmp_path / f"w{i}"))
