@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_WORKERS ?= 3
 
-.PHONY: help install test demo bench bench-quick bench-peers lint table4 table4-cpu table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
+.PHONY: help install test demo bench bench-quick bench-peers bench-peers-train lint table4 table4-cpu table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
 
 help:  ## this list
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -27,12 +27,16 @@ bench-quick:  ## the same at reduced sizes (a minute or two)
 # The peer's own environment (OpenNMT-tf 2.32 needs TF 2.13): made on first use.
 # PEERS_ARGS=--quick checks the harness at toy sizes (a minute or two).
 PEERS_VENV ?= .venv-peers
-bench-peers:  ## ours vs OpenNMT-tf, same model size and batches, alternating steps (makes .venv-peers) -> bench_results/bench_peers.{json,md}
-	@if [ ! -f $(PEERS_VENV)/.installed ]; then \
-	  $(PYTHON) -m venv $(PEERS_VENV) && \
-	  $(PEERS_VENV)/bin/pip install -q -r benchmarks/peers/requirements-opennmt.txt && \
-	  touch $(PEERS_VENV)/.installed; fi
+$(PEERS_VENV)/.installed: benchmarks/peers/requirements-opennmt.txt
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install -q -r benchmarks/peers/requirements-opennmt.txt
+	touch $@
+
+bench-peers: $(PEERS_VENV)/.installed  ## ours vs OpenNMT-tf, same model size and batches, alternating steps (makes .venv-peers) -> bench_results/bench_peers.{json,md}
 	$(PYTHON) -m benchmarks.peers --peer_python $(PEERS_VENV)/bin/python $(PEERS_ARGS)
+
+bench-peers-train: $(PEERS_VENV)/.installed  ## end-to-end Multi30k training, ours vs onmt-main, each with its own data pipeline (minutes) -> bench_results/bench_peers_train.{json,md}
+	$(PYTHON) -m benchmarks.peers.train_e2e --peer_python $(PEERS_VENV)/bin/python $(PEERS_ARGS)
 
 demo:  ## a short Multi30k En->De run of soft and acvi (+ copy baseline) -> results/demo.md
 	$(PYTHON) -m experiments.tables run demo --runs_root runs/demo --out results/demo.md

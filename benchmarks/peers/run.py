@@ -262,6 +262,9 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=None, help="untimed steps after the first")
     p.add_argument("--beam_reps", type=int, default=None,
                    help="timed beam-search calls per side (0: no beam search)")
+    for name in ("src_len", "tgt_len", "src_vocab", "tgt_vocab", "batch"):
+        p.add_argument(f"--{name}", type=int, default=None,
+                       help=f"override the size's {name} (e.g. Multi30k's short sentences)")
     p.add_argument("--encoder", choices=("layerwise", "stacked"), default="layerwise",
                    help="OpenNMT-tf encoder layout (see benchmarks/peers/opennmt_tf.py)")
     p.add_argument("--precision", choices=PRECISIONS, default="float32",
@@ -283,15 +286,21 @@ def parse_args(argv):
     return args
 
 
+def size_of(args):
+    """The ``PeerSize`` the arguments ask for: the full (or --quick) size with the given
+    overrides (steps, lengths, vocabularies, batch)."""
+    overrides = {k: getattr(args, k) for k in ("steps", "warmup", "beam_reps", "src_len",
+                                               "tgt_len", "src_vocab", "tgt_vocab", "batch")
+                 if getattr(args, k) is not None}
+    return dataclasses.replace(common.SIZES["quick" if args.quick else "full"], **overrides)
+
+
 def main(argv=None):
     args = parse_args(argv)
     if not os.path.exists(args.peer_python):
         raise SystemExit(f"no OpenNMT-tf environment at {args.peer_python}: run "
                          "`make bench-peers` (it creates .venv-peers) or pass --peer_python")
-    profile = "quick" if args.quick else "full"
-    overrides = {k: getattr(args, k) for k in ("steps", "warmup", "beam_reps")
-                 if getattr(args, k) is not None}
-    size = dataclasses.replace(common.SIZES[profile], **overrides)
+    size = size_of(args)
     batches_path = os.path.splitext(args.out)[0] + "_batches.npz"
     batches = common.make_batches(size, args.seed)
     common.save_batches(batches_path, batches, size, args.seed)
@@ -338,7 +347,7 @@ def main(argv=None):
         sides[side].pop("ready", None)
         sides[side].update(summarize(times[side]["train"], times[side]["beam"], tokens,
                                      size.beam_batch))
-    result = build_result(profile, argv, size, load, sides, time.perf_counter() - start,
+    result = build_result("quick" if args.quick else "full", argv, size, load, sides, time.perf_counter() - start,
                           code=code, ours_precision=args.precision, xla=args.xla,
                           seed=args.seed,
                           encoder=args.encoder,

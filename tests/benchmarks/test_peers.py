@@ -116,6 +116,16 @@ def test_our_xla_setting_is_in_the_settings_the_report_and_the_final_line():
     assert run.parse_args(["--xla"]).xla and not run.parse_args([]).xla
 
 
+def test_size_overrides_change_only_what_they_name():
+    size = run.size_of(run.parse_args(["--src_len=15", "--tgt_len=16", "--src_vocab=5921",
+                                       "--steps=9"]))
+    full = common.SIZES["full"]
+    assert (size.src_len, size.tgt_len, size.src_vocab, size.steps) == (15, 16, 5921, 9)
+    assert dataclasses.replace(size, src_len=full.src_len, tgt_len=full.tgt_len,
+                               src_vocab=full.src_vocab, steps=full.steps) == full
+    assert run.size_of(run.parse_args(["--quick"])) == common.SIZES["quick"]
+
+
 @pytest.mark.parametrize("precision, xla", [("mixed_float16", "off"), ("float32", "on")])
 def test_our_worker_runs_its_precision_and_xla_setting(tmp_path, precision, xla):
     """The ``ours`` worker at the quick size (no OpenNMT-tf needed) with ``mixed_float16``
