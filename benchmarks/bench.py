@@ -770,7 +770,7 @@ def planned_variants(names=None):
 
 def _run(args, argv, profile, dump_dir):
     import tensorflow as tf
-    from acvi_tf import attention
+    from acvi_tf import attention  # noqa: F401  (registers every attention variant)
     tf.get_logger().setLevel("ERROR")  # not the retracing notes of the many step functions
 
     start = _now()

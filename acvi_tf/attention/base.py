@@ -34,7 +34,6 @@ entries. The decoder pops it, runs the head on each extra context, and merges
 """
 
 import keras
-import tensorflow as tf
 
 from acvi_tf.registry import Registry
 from acvi_tf.utils.loop_gradients import contract
