@@ -20,8 +20,9 @@ def test_toy_trace_attributes_the_step_to_op_types(tmp_path):
     assert result["matmul_peak"]["gflops_best"] > 0
     assert len(result["matmul_peak"]["measurements"]) == 2
     assert soft["matmul_flops"] > 0 and soft["flops_complete"] is True
+    # (each field is rounded to 4 decimals: the toy step's fractions are ~0.002)
     assert soft["fraction_of_peak"] == pytest.approx(
-        soft["matmul_share"] * soft["matmul_fraction_of_peak"], rel=1e-2)
+        soft["matmul_share"] * soft["matmul_fraction_of_peak"], rel=1e-2, abs=2e-4)
     assert "## Against the matmul peak" in (tmp_path / "op.md").read_text()
 
 
