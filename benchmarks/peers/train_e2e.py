@@ -23,14 +23,13 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 
 from benchmarks import record
-from benchmarks.load import _machine_busy_seconds, load_average
+from benchmarks.load import OtherLoad, load_average
 from benchmarks.peers import common
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -104,20 +103,19 @@ def onmt_vocab(our_vocab_path, out_path):
 
 
 def timed(argv, env, log_path, cwd=REPO_ROOT):
-    """Runs ``argv``; its wall seconds, its CPU seconds and the cores others used."""
-    busy, children = _machine_busy_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    """Runs ``argv``; its wall seconds and the cores other processes used meanwhile (a
+    waited-for child's CPU is this process's, so ``OtherLoad`` leaves it out)."""
+    others = OtherLoad().start()
     start = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.run(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     wall = time.monotonic() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
-    others = max(0.0, _machine_busy_seconds() - busy - cpu) / wall
+    others_cores = others.stop()
     if proc.returncode != 0:
         with open(log_path) as f:
             tail = f.read()[-3000:]
         raise RuntimeError(f"{' '.join(argv[:4])} ... exited {proc.returncode}:\n{tail}")
-    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "others_cores": round(others, 3)}
+    return {"wall_s": round(wall, 2), "others_cores": others_cores}
 
 
 def run(args, work):
@@ -185,7 +183,7 @@ def markdown(result):
         flags = f" (`{' '.join(r['flags'])}`)" if r.get("flags") else ""
         lines.append(f"| {name}{flags} | {r['steps_per_s']:.3f} | "
                      f"{r['target_tokens_per_s']:.0f} | {ratio} | {r['wall_s']:.1f} | "
-                     f"{r['others_cores']:.3f} |")
+                     f"{'-' if r['others_cores'] is None else format(r['others_cores'], '.3f')} |")
     lines += ["", "Our wall time includes the short dev evaluation `--mode=train` ends with "
               "(8 lines); OpenNMT-tf's does not evaluate. The pipelines are each system's "
               "own: ours batches in Python from length buckets, OpenNMT-tf with tf.data "
@@ -212,7 +210,8 @@ def main(argv=None):
     load_start = load_average()
     with tempfile.TemporaryDirectory(prefix="peers_e2e_") as work:
         sides, vocab = run(args, work)
-    others = max(r["others_cores"] for r in sides.values())
+    measured = [r["others_cores"] for r in sides.values()]
+    others = None if None in measured else max(measured)
     result = {"steps": args.steps, "log_every": args.log_every, "vocab": vocab,
               **record.header("benchmarks.peers.train_e2e", argv, load_start, others),
               "sides": sides}
