@@ -9,10 +9,11 @@ state has to be checkpointed.
 import tensorflow as tf
 
 NEG_INF = -1e9  # finite, so that softmax and its gradient stay NaN-free on padding
-# The stateless random ops name their algorithm instead of TensorFlow's "auto_select":
-# on CPU both draw the same numbers (Philox), with and without XLA, but under XLA
+# In graphs the stateless random ops name their algorithm, Philox, instead of TensorFlow's
+# "auto_select": on CPU both draw the same numbers, with and without XLA, but under XLA
 # auto_select compiles to a generator 25-100x slower than the one "philox" compiles to
-# (`python -m benchmarks.rng_xla`; results/bench_profile.md).
+# (`python -m benchmarks.rng_xla`; results/bench_profile.md). RNG_ALG names it (the
+# kernels below are Philox's whatever it says; benchmarks.rng_xla labels with it).
 RNG_ALG = "philox"
 _PHILOX = 1  # tensorflow/core/framework/rng_alg.h
 # The key TensorFlow's Philox seed scrambling starts from (random_ops_util.py,
@@ -26,7 +27,8 @@ def _philox_key_counter(seed):
     four scrambled 32-bit words are bitcast pairwise to (key, counter high word), the
     little-endian join TensorFlow writes as ``lo | hi << 32``. Each random op of a traced
     step paid those extra ops in tracing and graph building (a tiny ACVI train step:
-    5,301 graph nodes with TensorFlow's Philox, 3,957 with auto_select)."""
+    5,301 graph nodes with TensorFlow's Philox, 4,289 with this, 3,957 with
+    auto_select)."""
     mix = tf.raw_ops.StatelessRandomUniformFullIntV2(
         shape=[2, 2], key=tf.constant([_PHILOX_SCRAMBLE_KEY], tf.uint64),
         counter=tf.cast(seed, tf.uint64), alg=_PHILOX, dtype=tf.uint32)
@@ -40,6 +42,8 @@ def _graph_philox():
     algorithm (executing eagerly, where both draw the same numbers and each extra op is
     host work: a named algorithm made ``stateless_fold_in`` 10x slower, measured)."""
     return not tf.executing_eagerly()
+
+
 def masked_logits(scores, mask):
     """Sets padded positions to a large negative logit (before the softmax of Eq. 2)."""
     return tf.where(mask, scores, tf.cast(NEG_INF, scores.dtype))
