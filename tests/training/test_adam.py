@@ -60,3 +60,17 @@ def test_amsgrad_is_keras_own_step_and_the_config_round_trips():
     assert config == keras.optimizers.Adam(learning_rate=0.003, beta_2=0.98,
                                            name="adam").get_config()
     assert Adam.from_config(config).beta_2 == 0.98
+
+
+def test_checkpoints_hold_what_keras_adams_hold(tmp_path):
+    """Old runs' checkpoints (Keras' Adam) restore into this Adam and back: the same
+    checkpoint entries after an apply."""
+    def entries(cls, name):
+        variables = [keras.Variable(np.ones((2, 2), np.float32))]
+        optimizer = cls(0.01)
+        optimizer.build(variables)
+        tf.function(lambda g: optimizer.apply(g, variables), autograph=False)(
+            [tf.ones((2, 2))])
+        path = tf.train.Checkpoint(optimizer=optimizer).save(str(tmp_path / name / "ckpt"))
+        return sorted(n for n, _ in tf.train.list_variables(path))
+    assert entries(Adam, "ours") == entries(keras.optimizers.Adam, "keras")
