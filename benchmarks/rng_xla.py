@@ -26,20 +26,17 @@ def build(shape, xla):
     from acvi_tf.utils import ops as package
     seed = tf.constant([1, 2])
     x = tf.ones(shape)
+    default = {"normal": lambda: tf.random.stateless_normal(shape, seed=seed),
+               "uniform": lambda: tf.random.stateless_uniform(shape, seed=seed),
+               "dropout": lambda: tf.nn.experimental.stateless_dropout(x, 0.2, seed)}
     # RNG_ALG's column is what the package draws with: its own helpers.
-    ops = {"normal": lambda alg: (package.stateless_normal(shape, seed) if alg != "auto_select"
-                                  else tf.random.stateless_normal(shape, seed=seed, alg=alg)),
-           "uniform": lambda alg: (package.stateless_uniform(shape, seed)
-                                   if alg != "auto_select"
-                                   else tf.random.stateless_uniform(shape, seed=seed, alg=alg)),
-           "dropout": lambda alg: (package.dropout(x, 0.2, seed, True) if alg != "auto_select"
-                                   else tf.nn.experimental.stateless_dropout(x, 0.2, seed,
-                                                                             rng_alg=alg))}
+    ours = {"normal": lambda: package.stateless_normal(shape, seed),
+            "uniform": lambda: package.stateless_uniform(shape, seed),
+            "dropout": lambda: package.dropout(x, 0.2, seed, True)}
     out = {}
     for op in OPS:
-        for alg in ("auto_select", package.RNG_ALG):
-            fn = tf.function(lambda op=op, alg=alg: tf.reduce_sum(ops[op](alg)),
-                             jit_compile=xla)
+        for alg, draws in (("auto_select", default), (package.RNG_ALG, ours)):
+            fn = tf.function(lambda draw=draws[op]: tf.reduce_sum(draw()), jit_compile=xla)
             fn()  # trace and compile
             out[(op, alg)] = fn
     return out

@@ -55,6 +55,15 @@ from benchmarks.peers import common
 
 SIDES = ("ours", "opennmt-tf")
 DEFAULT_PEER_PYTHON = os.path.join(REPO_ROOT, ".venv-peers", "bin", "python")
+# PeerSize fields the command line may override
+SIZE_OVERRIDES = ("steps", "warmup", "beam_reps", "src_len", "tgt_len", "src_vocab",
+                  "tgt_vocab", "batch")
+
+
+def worker_env():
+    """The environment of a process of either side: the repository importable first."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])))
 MODEL_NOTES = [
     "Bridge: ours maps each encoder layer's final (h, c) to the same decoder layer with a "
     "ReLU dense layer per h and c; OpenNMT-tf's DenseBridge maps all final states, "
@@ -69,8 +78,9 @@ MODEL_NOTES = [
     "RNNEncoder(num_layers=2, bidirectional=True).",
     "Recurrence: ours the weights of Keras 3 LSTM layers run by acvi_tf.utils.lstm in the "
     "encoder (the input projection of all steps in one product, backpropagation through "
-    "time written out) and LSTM cells in a tf.while_loop in the decoder; OpenNMT-tf tf.keras LSTMCell in keras RNN layers "
-    "(encoder) and tfa's dynamic decoding loop (decoder).",
+    "time written out) and LSTM cells in a tf.while_loop in the decoder; OpenNMT-tf "
+    "tf.keras LSTMCell in keras RNN layers (encoder) and tfa's dynamic decoding loop "
+    "(decoder).",
     "Loss normalisation: ours per target token, OpenNMT-tf per sentence (its default); "
     "the cost of a step does not depend on it.",
 ]
@@ -85,8 +95,7 @@ class Worker:
 
     def __init__(self, side, argv, timeout):
         self.side, self.timeout = side, timeout
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])))
+        env = worker_env()
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         env.setdefault("PYTHONWARNINGS", "ignore")
         self.proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, text=True,
@@ -262,7 +271,7 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=None, help="untimed steps after the first")
     p.add_argument("--beam_reps", type=int, default=None,
                    help="timed beam-search calls per side (0: no beam search)")
-    for name in ("src_len", "tgt_len", "src_vocab", "tgt_vocab", "batch"):
+    for name in SIZE_OVERRIDES[3:]:  # steps, warmup and beam_reps are defined above
         p.add_argument(f"--{name}", type=int, default=None,
                        help=f"override the size's {name} (e.g. Multi30k's short sentences)")
     p.add_argument("--encoder", choices=("layerwise", "stacked"), default="layerwise",
@@ -289,9 +298,7 @@ def parse_args(argv):
 def size_of(args):
     """The ``PeerSize`` the arguments ask for: the full (or --quick) size with the given
     overrides (steps, lengths, vocabularies, batch)."""
-    overrides = {k: getattr(args, k) for k in ("steps", "warmup", "beam_reps", "src_len",
-                                               "tgt_len", "src_vocab", "tgt_vocab", "batch")
-                 if getattr(args, k) is not None}
+    overrides = {k: getattr(args, k) for k in SIZE_OVERRIDES if getattr(args, k) is not None}
     return dataclasses.replace(common.SIZES["quick" if args.quick else "full"], **overrides)
 
 

@@ -31,9 +31,7 @@ import time
 from benchmarks import record
 from benchmarks.load import OtherLoad, load_average
 from benchmarks.peers import common
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_PEER_PYTHON = os.path.join(REPO_ROOT, ".venv-peers", "bin", "python")
+from benchmarks.peers.run import DEFAULT_PEER_PYTHON, REPO_ROOT, worker_env
 OURS_FLAGS = ["--profile=paper", "--dataset=multi30k", "--src=en", "--tgt=de", "--variant=tok",
               "--min_count=2", "--max_length=50", "--overlong=filter", "--attention=soft",
               "--score=multiplicative", "--optimizer=sgd", "--learning_rate=1.0",
@@ -119,8 +117,7 @@ def timed(argv, env, log_path, cwd=REPO_ROOT):
 
 
 def run(args, work):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])))
+    env = dict(worker_env(), TF_CPP_MIN_LOG_LEVEL="1")
     sides = {}
     for i, (name, flags) in enumerate(OUR_RUNS.items()):
         run_dir = os.path.join(work, f"ours{i}")
