@@ -375,8 +375,11 @@ class Seq2Seq(keras.Model):
                                     length_normalization=length_normalization, alpha=alpha)
 
     def build_for_checkpoint(self, batch):
-        """Creates every variable by running one tiny forward pass."""
-        self.loss_terms(batch, training=False)
+        """Creates every variable by running one forward pass, eagerly, on ``batch`` cut to
+        its first example, first source position and first target step
+        (:func:`first_step`): the variables' shapes come from the config alone, and an
+        eager pass runs the decoder's loop body and the encoder's scan once per step."""
+        self.loss_terms(first_step(batch), training=False)
 
     def get_config(self):
         return {"config": dataclasses.asdict(self.config)}
@@ -384,6 +387,22 @@ class Seq2Seq(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(ModelConfig.from_dict(config["config"]))
+
+
+def first_step(batch):
+    """``batch`` cut to one example and one step: every [B, T, ...] tensor to [1, 1, ...],
+    a [B] tensor (``src_len``) to its first value capped at 1, a scalar (``max_oovs``)
+    kept. Enough to create a model's variables, whose shapes never depend on lengths."""
+    out = {}
+    for k, v in batch.items():
+        v = tf.convert_to_tensor(v)
+        if v.shape.rank >= 2:
+            out[k] = v[:1, :1]
+        elif v.shape.rank == 1:
+            out[k] = tf.minimum(v[:1], tf.ones([], v.dtype))
+        else:
+            out[k] = v
+    return out
 
 
 def diagnostic_sums(attention, tmask, memory_state, variant_values=None):

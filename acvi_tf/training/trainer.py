@@ -197,7 +197,7 @@ class Trainer:
         """Creates every model and optimiser variable before a restore."""
         self._built = True
         with self.strategy.scope():
-            self.model.loss_terms(_to_tensors(batch), training=False)
+            self.model.build_for_checkpoint(_to_tensors(batch))
             self.optimizer.build(self.model.trainable_variables)
 
     def _position_path(self, step, write=False):
