@@ -197,25 +197,44 @@ class Batches:
         """A tf.data.Dataset of the batches from batch ``start_batch`` of ``epoch``
         on, for ``num_epochs`` epochs (counting ``epoch``; None: forever).
 
-        The example indices of each batch come from :meth:`plan` through a Python
-        generator (cheap: one small array per batch); gathering and padding run in
-        the tf.data graph. One dataset spans epochs, so the pipeline is built (and
-        its function traced) once per run or resume, and prefetching continues
-        across epoch boundaries.
+        The example indices of each batch come from :meth:`plan`, one epoch at a time
+        (a ``tf.numpy_function`` hands the epoch's plan to tf.data as one ragged
+        tensor, sliced into batches); gathering and padding run in the tf.data graph.
+        One dataset spans epochs, so the pipeline is built (and its function traced)
+        once per run or resume, and prefetching continues across epoch boundaries.
+
+        Not ``Dataset.from_generator``: under Python 3.11 its kernel pins glibc's mmap
+        threshold at 128 KiB for the rest of the process (``mallopt`` in TensorFlow's
+        ``ApplyPython311MemoryPatch``), so every tensor above that size is mapped and
+        unmapped and its pages faulted in again at every training step: 85,000 page
+        faults and +27% time per step of the peer benchmark's model on 2 cores
+        (results/bench_profile.md, 2026-11-26).
         """
         if not 0 <= start_batch <= self._num_batches:
             raise ValueError(f"start_batch={start_batch} is outside the epoch's "
                              f"{self._num_batches} batches")
 
-        def plans():
-            e, b = int(epoch), int(start_batch)
-            while num_epochs is None or e < epoch + num_epochs:
-                for indices in self.plan(e)[b:]:
-                    yield indices.astype(np.int64)
-                e, b = e + 1, 0
+        def epoch_plan(e):
+            """The batches of epoch ``e`` (from ``start_batch`` in the first) as the values
+            and row lengths of a ragged [batches, None] tensor of example indices."""
+            e = int(e)
+            chunks = self.plan(e)[int(start_batch) if e == int(epoch) else 0:]
+            lengths = np.asarray([len(c) for c in chunks], np.int64)
+            values = (np.concatenate(chunks).astype(np.int64) if chunks
+                      else np.zeros([0], np.int64))
+            return values, lengths
 
-        ds = tf.data.Dataset.from_generator(
-            plans, output_signature=tf.TensorSpec(shape=[None], dtype=tf.int64))
+        def epoch_batches(e):
+            values, lengths = tf.numpy_function(epoch_plan, [e], (tf.int64, tf.int64),
+                                                stateful=False)
+            values.set_shape([None])
+            lengths.set_shape([None])
+            return tf.data.Dataset.from_tensor_slices(
+                tf.RaggedTensor.from_row_lengths(values, lengths))
+
+        epochs = (tf.data.Dataset.counter(int(epoch)) if num_epochs is None
+                  else tf.data.Dataset.range(int(epoch), int(epoch) + int(num_epochs)))
+        ds = epochs.flat_map(epoch_batches)
         ds = ds.map(self._gather, num_parallel_calls=self.num_parallel_calls, deterministic=True)
         if self.prefetch:
             ds = ds.prefetch(tf.data.AUTOTUNE)
