@@ -63,6 +63,18 @@ def before(row):
         raise ValueError(f"unknown row {row!r}; choose from {ROWS}")
 
 
+def faults_per_allocation(nbytes=1 << 20, count=20):
+    """Minor page faults per allocation of ``nbytes`` that is written and freed, ``count``
+    times: about ``nbytes / 4096`` while the mmap threshold is pinned below ``nbytes``
+    (each allocation is a fresh mapping), near 0 once glibc's dynamic threshold has
+    risen past it (the freed block is reused)."""
+    import numpy as np
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(count):
+        np.ones(nbytes // 4, np.float32)
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / count
+
+
 def child(row, batches_path):
     """Runs in the fresh process: ``before(row)``, then the timed steps; prints one JSON line."""
     before(row)

@@ -207,8 +207,9 @@ class Batches:
         threshold at 128 KiB for the rest of the process (``mallopt`` in TensorFlow's
         ``ApplyPython311MemoryPatch``), so every tensor above that size is mapped and
         unmapped and its pages faulted in again at every training step: 85,000 page
-        faults and +27% time per step of the peer benchmark's model on 2 cores
-        (results/bench_profile.md, 2026-11-26).
+        faults and 1.30x the time per step of the peer benchmark's model on 2 cores
+        (``benchmarks/mmap_faults.py``, which tests/benchmarks/test_mmap_faults.py runs
+        on this pipeline; results/bench_profile.md, 2026-11-26).
         """
         if not 0 <= start_batch <= self._num_batches:
             raise ValueError(f"start_batch={start_batch} is outside the epoch's "

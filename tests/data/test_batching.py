@@ -130,21 +130,6 @@ def test_resume_sees_exactly_the_uninterrupted_batches(bucketing):
     _assert_same_batches([_as_numpy(b) for b in two], reference[per_epoch - 2:2 * per_epoch])
 
 
-def test_the_pipeline_has_no_generator_dataset():
-    """Batches.dataset must not use Dataset.from_generator: under Python 3.11 constructing
-    its kernel pins glibc's mmap threshold for the whole process, and every later training
-    step then faults its large tensors' pages in again (Batches.dataset says how much).
-    Checked on the serialized dataset graph, functions included, of a run's pipeline."""
-    from tensorflow.core.framework import graph_pb2
-    src, tgt = _toy_corpus(n=30)
-    graph = graph_pb2.GraphDef.FromString(
-        B.Batches(src, tgt, 8, seed=0).dataset(0, 0, None)._as_serialized_graph().numpy())
-    ops = {n.op for n in graph.node} | {n.op for f in graph.library.function
-                                        for n in f.node_def}
-    assert "FlatMapDataset" in ops, sorted(ops)  # the dataset was read, not an empty graph
-    assert not {op for op in ops if "Generator" in op}, sorted(ops)
-
-
 def test_position_at_epoch_end_and_wrong_data():
     src, tgt = _toy_corpus(n=40)
     pipe = B.Batches(src, tgt, 8, seed=0)
