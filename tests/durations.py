@@ -1,10 +1,11 @@
-"""The suite's scheduling order: each test's CPU seconds, heaviest first.
+"""The suite's scheduling order from each test's CPU seconds.
 
 ``python -m tests.durations FILE`` turns the JSON lines that ``ACVI_TEST_CPU=FILE make
 test`` writes into ``tests/durations.json``. conftest reads that file to hand the test
-files to the pytest workers heaviest first (:func:`order`), so that no worker is left
-running a 30-second end-to-end test alone at the end of the suite. A test missing from the file
-(a new one) counts as the median test; an old file costs time, never a result.
+files to the pytest workers in slices of equal CPU, each heaviest first
+(:func:`order`), so that no worker is left running a 20-second end-to-end test alone at
+the end. A test missing from the file (a new one) counts as the median test; an old file
+costs time, never a result.
 """
 
 import json
@@ -23,26 +24,53 @@ def load(path=PATH):
         return {}
 
 
-def order(items, durations):
-    """``items`` with their test files heaviest first (by the files' summed CPU seconds),
-    each file's tests kept together and in their own order.
+def slice_sizes(count, workers):
+    """The contiguous slices pytest-xdist's worksteal scheduler first hands ``workers`` idle
+    workers from ``count`` tests: worker k gets ``remaining // (workers - k)``."""
+    sizes = []
+    for k in range(workers):
+        sizes.append((count - sum(sizes)) // (workers - k))
+    return sizes
 
-    pytest-xdist's worksteal scheduler hands each worker one contiguous slice of the
-    collection and an idle worker steals the back half of the longest queue, so the heavy
-    end-to-end files start first and what is stolen at the end is light. A file's tests
-    stay together because a module-scoped fixture (a trained model) is built again
-    whenever a worker comes back to its module."""
+
+def order(items, durations, workers=1):
+    """``items`` arranged for pytest-xdist's worksteal scheduler on ``workers`` workers.
+
+    The scheduler gives each worker one contiguous slice of the collection, equal in
+    number of tests (:func:`slice_sizes`), and an idle worker then steals the back half
+    of the longest queue. So the files (by their summed CPU seconds; a test missing from
+    ``durations``, a new one, counts as the median) are dealt heaviest first to the slice
+    with the least CPU so far that still has room for the whole file, and each slice runs
+    its files heaviest first: the slices cost about the same, the heavy end-to-end tests
+    start first, and what is left to steal at the end is light. A file's tests stay
+    together and in their own order (a module-scoped fixture, a trained model, is built
+    again on every worker that runs one of its tests) except a file too many in number
+    for any slice's room, which fills the slices in turn. ``workers`` 1: the files
+    heaviest first."""
     if not durations:
         return list(items)
     default = statistics.median(durations.values())
-
-    def path(item):
-        return item.nodeid.split("::")[0]
-    cost, first = {}, {}
-    for i, item in enumerate(items):
-        cost[path(item)] = cost.get(path(item), 0.0) + durations.get(item.nodeid, default)
-        first.setdefault(path(item), i)
-    return sorted(items, key=lambda item: (-cost[path(item)], first[path(item)]))
+    files = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    cost = {f: sum(durations.get(i.nodeid, default) for i in tests)
+            for f, tests in files.items()}
+    ranked = sorted(files, key=lambda f: -cost[f])  # stable: the collection's order on ties
+    slices = [[] for _ in range(max(1, workers))]
+    room = slice_sizes(len(items), len(slices))
+    load = [0.0] * len(slices)
+    for f in ranked:
+        tests = files[f]
+        fits = [k for k in range(len(slices)) if room[k] >= len(tests)]
+        while tests:
+            k = min(fits or [k for k in range(len(slices)) if room[k]],
+                    key=lambda k: (load[k], k))
+            part, tests = tests[:room[k]], tests[room[k]:]
+            slices[k] += part
+            room[k] -= len(part)
+            load[k] += sum(durations.get(i.nodeid, default) for i in part)
+            fits = []
+    return [item for s in slices for item in s]
 
 
 def main(argv):

@@ -31,8 +31,7 @@ def trained(tmp_path_factory):
     return root, env, model_dir, str(src)
 
 
-@pytest.mark.parametrize("beam_width", [1, 2])
-def test_the_export_translates_text_exactly_as_the_cli_decodes(trained, beam_width):
+def _export_translates_as_the_cli_decodes(trained, beam_width):
     root, env, model_dir, src = trained
     export_dir = str(root / f"export_beam{beam_width}")
     r = _cli([f"--model_dir={model_dir}", "--mode=export", f"--export_dir={export_dir}",
@@ -58,6 +57,14 @@ def test_the_export_translates_text_exactly_as_the_cli_decodes(trained, beam_wid
     assert "commit" in (info["code"] or {"commit": None})
     assert {"vocab.en.txt", "vocab.de.txt", "model_config.json"} <= set(
         os.listdir(os.path.join(export_dir, "assets")))
+
+
+def test_the_export_translates_text_exactly_as_the_cli_decodes(trained):
+    """Greedy and beam 2 in one test: both read the module's trained run, and two
+    tests could land on two pytest workers and train it twice."""
+    for beam_width in (1, 2):
+        _export_translates_as_the_cli_decodes(trained, beam_width)
+
 
 
 def test_saved_model_cli_lists_the_serving_signature(trained):
