@@ -164,7 +164,7 @@ class Batches:
         if self.drop_remainder:
             batches = [b for b in batches if len(b) == bs]
         assert len(batches) == self._num_batches, (len(batches), self._num_batches)
-        # The tf.data generator runs ahead of the consumer into the next epoch;
+        # tf.data (prefetching) runs ahead of the consumer into the next epoch;
         # keep a few plans so neither recomputes the other's.
         if len(self._plans) >= 3:
             del self._plans[min(self._plans)]
