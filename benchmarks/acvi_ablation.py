@@ -92,7 +92,7 @@ def build_steps(size, rows, seed=0, xla=False):
             model = Seq2Seq(row_config(size, row))
             model.defer_loop_gradients = not row.endswith(PLAIN_LOOP)
             optimizer = Adam(1e-3)  # the Trainer's
-            model.loss_terms(batch, training=True, seed=0)
+            model.build_for_checkpoint(batch)
             optimizer.build(model.trainable_variables)
             step = tf.function(make_train_step(model, optimizer), autograph=False,
                                jit_compile=xla)

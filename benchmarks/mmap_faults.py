@@ -36,6 +36,7 @@ import time
 from benchmarks import record
 from benchmarks.load import OtherLoad, load_average
 from benchmarks.peers import common
+from benchmarks.peers.run import REPO_ROOT, worker_env
 
 ROWS = ("nothing", "from_generator", "Batches.dataset")
 SIZE = dataclasses.replace(common.SIZES["full"], src_len=15, tgt_len=15, src_vocab=5921,
@@ -63,16 +64,20 @@ def before(row):
         raise ValueError(f"unknown row {row!r}; choose from {ROWS}")
 
 
+def _minor_faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def faults_per_allocation(nbytes=1 << 20, count=20):
     """Minor page faults per allocation of ``nbytes`` that is written and freed, ``count``
     times: about ``nbytes / 4096`` while the mmap threshold is pinned below ``nbytes``
     (each allocation is a fresh mapping), near 0 once glibc's dynamic threshold has
     risen past it (the freed block is reused)."""
     import numpy as np
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    faults = _minor_faults()
     for _ in range(count):
         np.ones(nbytes // 4, np.float32)
-    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / count
+    return (_minor_faults() - faults) / count
 
 
 def child(row, batches_path):
@@ -82,10 +87,10 @@ def child(row, batches_path):
     info, ops = ours.setup(batches_path)
     seconds, faults = [], []
     for _ in range(SIZE.steps):
-        f0, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
+        f0, t0 = _minor_faults(), time.perf_counter()
         ops["train"]()
         seconds.append(time.perf_counter() - t0)
-        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+        faults.append(_minor_faults() - f0)
     print(json.dumps({"row": row, "seconds": seconds, "minor_faults": faults}))
 
 
@@ -126,8 +131,8 @@ def main(argv=None):
             for row in ROWS:
                 proc = subprocess.run(
                     [sys.executable, "-m", "benchmarks.mmap_faults", f"--child={row}",
-                     f"--batches={path}"], capture_output=True, text=True,
-                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                     f"--batches={path}"], capture_output=True, text=True, cwd=REPO_ROOT,
+                    env=dict(worker_env(), TF_CPP_MIN_LOG_LEVEL="2"))
                 if proc.returncode != 0:
                     raise SystemExit(f"row {row!r} failed:\n{proc.stderr[-3000:]}")
                 out = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -50,11 +50,11 @@ def order(items, durations, workers=1):
     if not durations:
         return list(items)
     default = statistics.median(durations.values())
+    weight = {item.nodeid: durations.get(item.nodeid, default) for item in items}
     files = {}
     for item in items:
         files.setdefault(item.nodeid.split("::")[0], []).append(item)
-    cost = {f: sum(durations.get(i.nodeid, default) for i in tests)
-            for f, tests in files.items()}
+    cost = {f: sum(weight[i.nodeid] for i in tests) for f, tests in files.items()}
     ranked = sorted(files, key=lambda f: -cost[f])  # stable: the collection's order on ties
     slices = [[] for _ in range(max(1, workers))]
     room = slice_sizes(len(items), len(slices))
@@ -68,7 +68,7 @@ def order(items, durations, workers=1):
             part, tests = tests[:room[k]], tests[room[k]:]
             slices[k] += part
             room[k] -= len(part)
-            load[k] += sum(durations.get(i.nodeid, default) for i in part)
+            load[k] += sum(weight[i.nodeid] for i in part)
             fits = []
     return [item for s in slices for item in s]
 

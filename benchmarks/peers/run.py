@@ -64,6 +64,8 @@ def worker_env():
     """The environment of a process of either side: the repository importable first."""
     return dict(os.environ, PYTHONPATH=os.pathsep.join(
         filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])))
+
+
 MODEL_NOTES = [
     "Bridge: ours maps each encoder layer's final (h, c) to the same decoder layer with a "
     "ReLU dense layer per h and c; OpenNMT-tf's DenseBridge maps all final states, "
@@ -299,7 +301,11 @@ def size_of(args):
     """The ``PeerSize`` the arguments ask for: the full (or --quick) size with the given
     overrides (steps, lengths, vocabularies, batch)."""
     overrides = {k: getattr(args, k) for k in SIZE_OVERRIDES if getattr(args, k) is not None}
-    return dataclasses.replace(common.SIZES["quick" if args.quick else "full"], **overrides)
+    return dataclasses.replace(common.SIZES[profile_of(args)], **overrides)
+
+
+def profile_of(args):
+    return "quick" if args.quick else "full"
 
 
 def main(argv=None):
@@ -354,8 +360,8 @@ def main(argv=None):
         sides[side].pop("ready", None)
         sides[side].update(summarize(times[side]["train"], times[side]["beam"], tokens,
                                      size.beam_batch))
-    result = build_result("quick" if args.quick else "full", argv, size, load, sides, time.perf_counter() - start,
-                          code=code, ours_precision=args.precision, xla=args.xla,
+    result = build_result(profile_of(args), argv, size, load, sides,
+                          time.perf_counter() - start, code=code, ours_precision=args.precision, xla=args.xla,
                           seed=args.seed,
                           encoder=args.encoder,
                           batches=os.path.relpath(batches_path))

@@ -66,10 +66,9 @@ def test_the_export_translates_text_exactly_as_the_cli_decodes(trained):
         _export_translates_as_the_cli_decodes(trained, beam_width)
 
 
-
 def test_saved_model_cli_lists_the_serving_signature(trained):
     root, env, model_dir, _ = trained
-    export_dir = str(root / "export_beam1")  # written by the beam-1 test above
+    export_dir = str(root / "export_beam1")  # written by the export test above (greedy)
     if not os.path.isdir(export_dir):
         r = _cli([f"--model_dir={model_dir}", "--mode=export", f"--export_dir={export_dir}",
                   "--beam_width=1"], env)
