@@ -13,12 +13,13 @@ import keras
 import tensorflow as tf
 
 from acvi_tf.registry import Registry
+from acvi_tf.utils.layers import CompositeLayer
 from acvi_tf.utils.loop_gradients import contract
 
 SCORES = Registry("attention score")
 
 
-class Score(keras.layers.Layer):
+class Score(CompositeLayer):
     """The decoder's interface of a score layer (module docstring)."""
 
     def step(self, memory_state, query, coverage=None):

@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from acvi_tf.latent.base import Latent, register_latent
 from acvi_tf.utils import ops
+from acvi_tf.utils.layers import CompositeLayer
 from acvi_tf.utils.precision import to_float32
 
 EVAL_Z = ("posterior", "prior")
@@ -42,7 +43,7 @@ EVAL_Z = ("posterior", "prior")
 diagonal_gaussian_kl = ops.gaussian_kl  # the per-step KL(q_j || p_j) of Eq. (26)
 
 
-class GaussianNet(keras.layers.Layer):
+class GaussianNet(CompositeLayer):
     """h = g(W [features] + b); mu = W_mu h + b_mu; log sigma^2 = W_sigma h + b_sigma.
 
     The posterior's Eqs. (14)-(16) or the prior's Eqs. (18)-(20), by what it is fed.

@@ -3,11 +3,12 @@
 import keras
 import tensorflow as tf
 
+from acvi_tf.utils.layers import CompositeLayer
 from acvi_tf.utils.lstm import bidirectional_sequence
 from acvi_tf.utils.ops import dropout, fold_seed
 
 
-class Encoder(keras.layers.Layer):
+class Encoder(CompositeLayer):
     """Trainable embeddings (or raw features) -> n-layer BiLSTM with padding masks.
 
     Each layer's weights live in a Keras ``Bidirectional(LSTM)`` (checkpoint paths as
@@ -67,7 +68,7 @@ class Encoder(keras.layers.Layer):
                 "num_layers": self.num_layers, "dropout": self.dropout_rate}
 
 
-class Bridge(keras.layers.Layer):
+class Bridge(CompositeLayer):
     """Maps the encoder's final (h, c) of each layer to the decoder's initial state.
 
     As See et al.'s ``_reduce_states``: a ReLU layer per h and c. Decoder layer l

@@ -4,13 +4,14 @@ import keras
 import tensorflow as tf
 
 from acvi_tf.registry import Registry
+from acvi_tf.utils.layers import CompositeLayer
 from acvi_tf.utils.precision import concat_as, to_float32
 
 HEADS = Registry("output head")
 
 
 @HEADS.register("softmax")
-class SoftmaxHead(keras.layers.Layer):
+class SoftmaxHead(CompositeLayer):
     """Eq. (4): P_t^vocab = softmax(V' tanh(V [s_t; c_t] + b) + b').
 
     ``call(s, c, x, probs, memory_state)`` returns ``(log_probs [B, V], extras)``;
