@@ -12,9 +12,9 @@ descriptors 1 and 2, so TensorFlow's own logging too) are captured. The result i
 :class:`subprocess.CompletedProcess`, as ``subprocess.run(..., capture_output=True,
 text=True)`` returns it.
 
-The child turns TensorFlow's graph optimizer (Grappler) off, as conftest does in the
-test processes: at the tests' tiny sizes it costs more than it saves (measured: one
-smoke translate run, train + eval + decode, 14.7 -> 12.1 CPU-seconds); it also inherits
+The child runs TensorFlow as conftest does in the test processes (tests/tf_settings.py:
+Grappler off, no Python stack kept per graph op; Grappler alone: one smoke translate
+run, train + eval + decode, 14.7 -> 12.1 CPU-seconds); it also inherits
 conftest's oneDNN switch (off) from the fork server. A run that sets
 ``ACVI_TEST_AS_RUN=1`` in its environment runs as a user runs it instead: a fresh
 interpreter (``subprocess.run``), Grappler and oneDNN on.
@@ -87,8 +87,8 @@ def _child(module, args, env, cwd, stdin_path, out_path, err_path):
         p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.argv = [module] + list(args)
     if not env.get("ACVI_TEST_AS_RUN"):
-        import tensorflow as tf  # preloaded: no import cost
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+        from tests import tf_settings  # TensorFlow is preloaded: no import cost
+        tf_settings.apply()
     try:
         if script:
             runpy.run_path(module, run_name="__main__")

@@ -46,15 +46,11 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def no_graph_optimizer():
-    """Grappler off in the test processes: its rewrite of each freshly traced function
-    costs 1-2 CPU-seconds at the function's first call (a train step of the tiny test
-    models: 2.2 s with it, 0.8 s without), more than the few steps the tests then run,
-    and almost every test traces new functions. It changes no result (a graph optimiser
-    keeps the graph's semantics). The CLI runs of the end-to-end tests (tests/cli.py,
-    subprocesses) keep it on, as users run them."""
-    import tensorflow as tf
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+def tensorflow_for_tests():
+    """Grappler off and no Python stack kept per graph op (tests/tf_settings.py): tracing
+    and first running a tf.function is most of what the tests cost."""
+    from tests import tf_settings
+    tf_settings.apply()
 
 
 def pytest_collection_finish(session):
