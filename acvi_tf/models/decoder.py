@@ -7,6 +7,8 @@ in advance, runs the head once after the loop on all steps' inputs (tested equal
 values and gradients, to running it at every step).
 """
 
+import functools
+
 import keras
 import tensorflow as tf
 
@@ -147,7 +149,8 @@ class AttentionDecoder(keras.layers.Layer):
         (the head's s_t [with latent outputs], c_t, the input embedding x_t, a_t) and
         ``feedback`` the variant's ``FEEDBACK`` dict or None."""
         t = state["time"]
-        seed = fold_seed(memory_state["seed"], t, 31)
+        # this step's seed, folded once and only if something draws from it
+        seed = functools.cache(lambda: fold_seed(memory_state["seed"], t, 31))
         # Teacher forcing embeds every input before the loop (``embedded``, the same
         # values): a lookup inside the loop accumulates a dense [V, E] gradient per step.
         x = self.embed(input_ids) if embedded is None else embedded
@@ -160,13 +163,14 @@ class AttentionDecoder(keras.layers.Layer):
                 inputs.append(to_input)
             if latent_output is not None:
                 to_output.append(latent_output)
-        h = dropout(concat_as(inputs, x.dtype), self.dropout_rate, fold_seed(seed, 0), training)
+        h = dropout(concat_as(inputs, x.dtype), self.dropout_rate, lambda: fold_seed(seed(), 0),
+                    training)
         new_rnn = []
         for i, cell in enumerate(self.cells):
             h, cell_state = cell(h, list(state["rnn"][i]), training=training)
             new_rnn.append(tuple(cell_state))
             if i < self.num_layers - 1:
-                h = dropout(h, self.dropout_rate, fold_seed(seed, 1, i), training)
+                h = dropout(h, self.dropout_rate, lambda: fold_seed(seed(), 1, i), training)
         s_t = h
         coverage = state["coverage"]
         scores = to_float32(self.score.step(memory_state, s_t,
@@ -184,11 +188,11 @@ class AttentionDecoder(keras.layers.Layer):
             latent_output, after_aux, latent_state = self.latent.after_attention(
                 memory_state["latent"], latent_state,
                 {"time": t, "s": s_t, "context": context, "input": x, "embed": self.embed,
-                 "seed": fold_seed(seed, 3)}, training=training)
+                 "seed": fold_seed(seed(), 3)}, training=training)
             if latent_output is not None:
                 to_output.append(latent_output)
             latent_aux = {**latent_aux, **after_aux}
-        out = dropout(s_t, self.dropout_rate, fold_seed(seed, 2), training)
+        out = dropout(s_t, self.dropout_rate, lambda: fold_seed(seed(), 2), training)
         if to_output:
             out = concat_as([out] + to_output, out.dtype)
         aux.update(latent_aux)

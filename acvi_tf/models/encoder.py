@@ -53,11 +53,11 @@ class Encoder(CompositeLayer):
         finals = []
         for i, layer in enumerate(self.layers_):
             if seed is not None:
-                x = dropout(x, self.dropout_rate, fold_seed(seed, 101, i), training)
+                x = dropout(x, self.dropout_rate, lambda: fold_seed(seed, 101, i), training)
             x, (fh, fc), (bh, bc) = bidirectional_sequence(layer, x, mask)
             finals.append((tf.concat([fh, bh], -1), tf.concat([fc, bc], -1)))
         if seed is not None:
-            x = dropout(x, self.dropout_rate, fold_seed(seed, 102), training)
+            x = dropout(x, self.dropout_rate, lambda: fold_seed(seed, 102), training)
         # Keras zeroes masked outputs already; keep it explicit for the features path.
         x = x * tf.cast(mask, x.dtype)[:, :, None]
         return x, finals

@@ -142,8 +142,9 @@ class EncoderLayer(TransformerLayer):
         normed = self.self_attention.norm(x)
         keys, values = self.self_attention.keys_values(normed)
         out, _ = self.self_attention.attend(normed, keys, values, src_mask[:, None, None, :])
-        x = x + dropout(out, self.dropout_rate, fold_seed(seed, 0), training)
-        return x + dropout(self.feed_forward(x), self.dropout_rate, fold_seed(seed, 1), training)
+        x = x + dropout(out, self.dropout_rate, lambda: fold_seed(seed, 0), training)
+        return x + dropout(self.feed_forward(x), self.dropout_rate, lambda: fold_seed(seed, 1),
+                           training)
 
 
 class DecoderLayer(TransformerLayer):
@@ -173,12 +174,13 @@ class DecoderLayer(TransformerLayer):
             cache = {"keys": keys, "values": values}
             mask = (tf.range(tf.shape(keys)[1]) <= time)[None, None, None, :]  # [1, 1, 1, L]
         out, _ = self.self_attention.attend(normed, keys, values, mask)
-        x = x + dropout(out, self.dropout_rate, fold_seed(seed, 0), training)
+        x = x + dropout(out, self.dropout_rate, lambda: fold_seed(seed, 0), training)
         context, probs = self.cross_attention.attend(
             self.cross_attention.norm(x), memory_kv[0], memory_kv[1],
             memory_mask[:, None, None, :])
-        x = x + dropout(context, self.dropout_rate, fold_seed(seed, 1), training)
-        x = x + dropout(self.feed_forward(x), self.dropout_rate, fold_seed(seed, 2), training)
+        x = x + dropout(context, self.dropout_rate, lambda: fold_seed(seed, 1), training)
+        x = x + dropout(self.feed_forward(x), self.dropout_rate, lambda: fold_seed(seed, 2),
+                        training)
         return x, context, probs, cache
 
 
@@ -292,7 +294,8 @@ class Transformer(keras.Model):
         mask = self.source_mask(batch)
         src = batch["src"]
         x = self._embed(self.src_embedding, src, tf.range(tf.shape(src)[1]),
-                        fold_seed(seed, 1), training, scale=bool(self.config.src_vocab_size))
+                        lambda: fold_seed(seed, 1), training,
+                        scale=bool(self.config.src_vocab_size))
         for i, layer in enumerate(self.encoder_layers):
             x = layer(x, mask, fold_seed(seed, 2, i), training=training)
         memory = to_float32(self.encoder_norm(x) * tf.cast(mask, x.dtype)[:, :, None])
@@ -331,7 +334,7 @@ class Transformer(keras.Model):
         attention is the last layer's cross-attention averaged over heads.
         """
         x = self._embed(self.tgt_embedding, self._target_ids(ids), positions,
-                        fold_seed(seed, 0), training, scale=True)
+                        lambda: fold_seed(seed, 0), training, scale=True)
         embedded = x
         new_caches = []
         for i, layer in enumerate(self.decoder_layers):
@@ -339,7 +342,8 @@ class Transformer(keras.Model):
                 x, memory_state["memory_kv"][i], memory_state["mask"], fold_seed(seed, 1, i),
                 cache=None if caches is None else caches[i], time=time, training=training)
             new_caches.append(cache)
-        out = dropout(self.decoder_norm(x), self.config.dropout, fold_seed(seed, 2), training)
+        out = dropout(self.decoder_norm(x), self.config.dropout, lambda: fold_seed(seed, 2),
+                      training)
         attention = tf.reduce_mean(probs, axis=1)
         log_probs, extras = self._head(out, context, embedded, attention, memory_state)
         return log_probs, attention, extras, new_caches

@@ -50,3 +50,24 @@ def test_named_algorithm_draws_the_default_numbers(jit):
     normal, uniform = ours[2], ours[3]
     assert float(tf.math.reduce_std(normal)) > 0.3
     assert float(tf.reduce_min(uniform)) > 0.0 and float(tf.reduce_max(uniform)) < 1.0
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_dropout_calls_a_seed_function_only_when_it_draws(graph):
+    """A seed function gives the mask of the seed it returns, and is not called (no
+    folding ops built) at rate 0 or outside training."""
+    x = tf.reshape(tf.range(1.0, 41.0), [4, 10])
+    seed = tf.constant([3, 4])
+    calls = []
+
+    def seed_fn():
+        calls.append(1)
+        return ops.fold_seed(seed, 7)
+
+    def run():
+        return (ops.dropout(x, 0.4, seed_fn, True), ops.dropout(x, 0.4, ops.fold_seed(seed, 7), True),
+                ops.dropout(x, 0.0, seed_fn, True), ops.dropout(x, 0.4, seed_fn, False))
+    lazy, eager, rate0, not_training = (tf.function(run, autograph=False) if graph else run)()
+    assert len(calls) == 1
+    assert tf.reduce_all(lazy == eager) and tf.reduce_any(lazy == 0.0)
+    assert tf.reduce_all(rate0 == x) and tf.reduce_all(not_training == x)
