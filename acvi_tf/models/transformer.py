@@ -27,6 +27,7 @@ import tensorflow as tf
 from acvi_tf.decoding.greedy import write_time
 from acvi_tf.models.heads import HEADS
 from acvi_tf.models.seq2seq import Seq2Seq
+from acvi_tf.utils.layers import CompositeLayer
 from acvi_tf.utils.ops import dropout, fold_seed, masked_softmax, sequence_mask
 from acvi_tf.utils.precision import to_float32
 
@@ -60,7 +61,7 @@ def scaled_dot_product_attention(query, key, value, mask):
     return tf.einsum("bhts,bshd->bthd", tf.cast(probs, value.dtype), value), probs
 
 
-class AttentionSublayer(keras.layers.Layer):
+class AttentionSublayer(CompositeLayer):
     """A pre-norm multi-head attention sub-layer (Sec. 3.2.2): LayerNorm, then MHA.
 
     Only the projections of ``keras.layers.MultiHeadAttention`` are used (its
@@ -78,7 +79,6 @@ class AttentionSublayer(keras.layers.Layer):
         # Built now: start() projects the encoder output with it before any call.
         self.norm.build((None, None, model_dim))
         self.mha.build((None, None, model_dim), (None, None, model_dim))
-        self.built = True
 
     def keys_values(self, x):
         """[B, S, d] (already normalised) -> keys, values [B, S, H, d_k]."""
@@ -95,7 +95,7 @@ class AttentionSublayer(keras.layers.Layer):
                 "num_heads": self.num_heads}
 
 
-class FeedForwardSublayer(keras.layers.Layer):
+class FeedForwardSublayer(CompositeLayer):
     """Eq. (2) of Vaswani et al. after a LayerNorm: max(0, x W1 + b1) W2 + b2."""
 
     def __init__(self, model_dim, ff_units, **kwargs):
@@ -109,7 +109,6 @@ class FeedForwardSublayer(keras.layers.Layer):
         self.norm.build((None, None, model_dim))
         self.inner.build((None, None, model_dim))
         self.outer.build((None, None, ff_units))
-        self.built = True
 
     def call(self, x):
         return self.outer(self.inner(self.norm(x)))
@@ -118,7 +117,7 @@ class FeedForwardSublayer(keras.layers.Layer):
         return {**super().get_config(), "model_dim": self.model_dim, "ff_units": self.ff_units}
 
 
-class TransformerLayer(keras.layers.Layer):
+class TransformerLayer(CompositeLayer):
     """What encoder and decoder layers share: sizes, self-attention, feed-forward."""
 
     def __init__(self, model_dim, num_heads, ff_units, dropout=0.0, **kwargs):
@@ -127,7 +126,6 @@ class TransformerLayer(keras.layers.Layer):
         self.dropout_rate = dropout
         self.self_attention = AttentionSublayer(model_dim, num_heads, name="self_attention")
         self.feed_forward = FeedForwardSublayer(model_dim, ff_units, name="feed_forward")
-        self.built = True  # every variable exists already (the sub-layers build in __init__)
 
     def get_config(self):
         return {**super().get_config(), "model_dim": self.model_dim,

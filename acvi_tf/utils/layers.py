@@ -14,7 +14,8 @@ class CompositeLayer(keras.layers.Layer):
     the tests' sizes, 14% of ``tests/models/test_seq2seq.py``. Marked built from the
     start, the layer goes straight to its call and the sub-layers build there, on the same
     inputs that trace would have given them: the same variables, names and checkpoint
-    entries. (The Transformer's sub-layers do the same; they build in ``__init__``.)
+    entries. The Transformer's layers, whose sub-layers build in ``__init__`` (their sizes
+    are known), are composite layers too.
     """
 
     def __init__(self, **kwargs):
