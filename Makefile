@@ -1,6 +1,6 @@
 # acvi_tf: every table is a make target. `make help` lists them.
 PYTHON ?= python3
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 2
 
 .PHONY: help install test demo bench bench-quick bench-peers bench-peers-train lint table4 table4-cpu table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
 
