@@ -163,14 +163,13 @@ class AttentionDecoder(keras.layers.Layer):
                 inputs.append(to_input)
             if latent_output is not None:
                 to_output.append(latent_output)
-        h = dropout(concat_as(inputs, x.dtype), self.dropout_rate, lambda: fold_seed(seed(), 0),
-                    training)
+        h = dropout(concat_as(inputs, x.dtype), self.dropout_rate, seed, training, salts=(0,))
         new_rnn = []
         for i, cell in enumerate(self.cells):
             h, cell_state = cell(h, list(state["rnn"][i]), training=training)
             new_rnn.append(tuple(cell_state))
             if i < self.num_layers - 1:
-                h = dropout(h, self.dropout_rate, lambda: fold_seed(seed(), 1, i), training)
+                h = dropout(h, self.dropout_rate, seed, training, salts=(1, i))
         s_t = h
         coverage = state["coverage"]
         scores = to_float32(self.score.step(memory_state, s_t,
@@ -192,7 +191,7 @@ class AttentionDecoder(keras.layers.Layer):
             if latent_output is not None:
                 to_output.append(latent_output)
             latent_aux = {**latent_aux, **after_aux}
-        out = dropout(s_t, self.dropout_rate, lambda: fold_seed(seed(), 2), training)
+        out = dropout(s_t, self.dropout_rate, seed, training, salts=(2,))
         if to_output:
             out = concat_as([out] + to_output, out.dtype)
         aux.update(latent_aux)

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from acvi_tf.utils.layers import CompositeLayer
 from acvi_tf.utils.lstm import bidirectional_sequence
-from acvi_tf.utils.ops import dropout, fold_seed
+from acvi_tf.utils.ops import dropout
 
 
 class Encoder(CompositeLayer):
@@ -53,11 +53,11 @@ class Encoder(CompositeLayer):
         finals = []
         for i, layer in enumerate(self.layers_):
             if seed is not None:
-                x = dropout(x, self.dropout_rate, lambda: fold_seed(seed, 101, i), training)
+                x = dropout(x, self.dropout_rate, seed, training, salts=(101, i))
             x, (fh, fc), (bh, bc) = bidirectional_sequence(layer, x, mask)
             finals.append((tf.concat([fh, bh], -1), tf.concat([fc, bc], -1)))
         if seed is not None:
-            x = dropout(x, self.dropout_rate, lambda: fold_seed(seed, 102), training)
+            x = dropout(x, self.dropout_rate, seed, training, salts=(102,))
         # Keras zeroes masked outputs already; keep it explicit for the features path.
         x = x * tf.cast(mask, x.dtype)[:, :, None]
         return x, finals

@@ -140,9 +140,8 @@ class EncoderLayer(TransformerLayer):
         normed = self.self_attention.norm(x)
         keys, values = self.self_attention.keys_values(normed)
         out, _ = self.self_attention.attend(normed, keys, values, src_mask[:, None, None, :])
-        x = x + dropout(out, self.dropout_rate, lambda: fold_seed(seed, 0), training)
-        return x + dropout(self.feed_forward(x), self.dropout_rate, lambda: fold_seed(seed, 1),
-                           training)
+        x = x + dropout(out, self.dropout_rate, seed, training, salts=(0,))
+        return x + dropout(self.feed_forward(x), self.dropout_rate, seed, training, salts=(1,))
 
 
 class DecoderLayer(TransformerLayer):
@@ -172,13 +171,12 @@ class DecoderLayer(TransformerLayer):
             cache = {"keys": keys, "values": values}
             mask = (tf.range(tf.shape(keys)[1]) <= time)[None, None, None, :]  # [1, 1, 1, L]
         out, _ = self.self_attention.attend(normed, keys, values, mask)
-        x = x + dropout(out, self.dropout_rate, lambda: fold_seed(seed, 0), training)
+        x = x + dropout(out, self.dropout_rate, seed, training, salts=(0,))
         context, probs = self.cross_attention.attend(
             self.cross_attention.norm(x), memory_kv[0], memory_kv[1],
             memory_mask[:, None, None, :])
-        x = x + dropout(context, self.dropout_rate, lambda: fold_seed(seed, 1), training)
-        x = x + dropout(self.feed_forward(x), self.dropout_rate, lambda: fold_seed(seed, 2),
-                        training)
+        x = x + dropout(context, self.dropout_rate, seed, training, salts=(1,))
+        x = x + dropout(self.feed_forward(x), self.dropout_rate, seed, training, salts=(2,))
         return x, context, probs, cache
 
 
@@ -268,13 +266,13 @@ class Transformer(keras.Model):
         """No schedule mode changes the traced step (coverage on is refused above)."""
         return ()
 
-    def _embed(self, layer, inputs, positions, seed, training, scale):
+    def _embed(self, layer, inputs, positions, seed, training, scale, salts=()):
         """Embedding (times sqrt(d), Sec. 3.4) plus sinusoidal positions, then dropout."""
         x = layer(inputs)
         if scale:
             x = x * math.sqrt(self.model_dim)
         x = x + tf.cast(sinusoidal_positions(positions, self.model_dim), x.dtype)[None]
-        return dropout(x, self.config.dropout, seed, training)
+        return dropout(x, self.config.dropout, seed, training, salts=salts)
 
     def _target_ids(self, ids):
         """Ids outside the vocabulary (pointer copies of source OOVs) are fed back as UNK."""
@@ -292,8 +290,7 @@ class Transformer(keras.Model):
         mask = self.source_mask(batch)
         src = batch["src"]
         x = self._embed(self.src_embedding, src, tf.range(tf.shape(src)[1]),
-                        lambda: fold_seed(seed, 1), training,
-                        scale=bool(self.config.src_vocab_size))
+                        seed, training, scale=bool(self.config.src_vocab_size), salts=(1,))
         for i, layer in enumerate(self.encoder_layers):
             x = layer(x, mask, fold_seed(seed, 2, i), training=training)
         memory = to_float32(self.encoder_norm(x) * tf.cast(mask, x.dtype)[:, :, None])
@@ -332,7 +329,7 @@ class Transformer(keras.Model):
         attention is the last layer's cross-attention averaged over heads.
         """
         x = self._embed(self.tgt_embedding, self._target_ids(ids), positions,
-                        lambda: fold_seed(seed, 0), training, scale=True)
+                        seed, training, scale=True, salts=(0,))
         embedded = x
         new_caches = []
         for i, layer in enumerate(self.decoder_layers):
@@ -340,8 +337,7 @@ class Transformer(keras.Model):
                 x, memory_state["memory_kv"][i], memory_state["mask"], fold_seed(seed, 1, i),
                 cache=None if caches is None else caches[i], time=time, training=training)
             new_caches.append(cache)
-        out = dropout(self.decoder_norm(x), self.config.dropout, lambda: fold_seed(seed, 2),
-                      training)
+        out = dropout(self.decoder_norm(x), self.config.dropout, seed, training, salts=(2,))
         attention = tf.reduce_mean(probs, axis=1)
         log_probs, extras = self._head(out, context, embedded, attention, memory_state)
         return log_probs, attention, extras, new_caches

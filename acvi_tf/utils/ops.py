@@ -99,18 +99,21 @@ def stateless_uniform(shape, seed, minval=0.0, maxval=1.0, dtype=tf.float32):
     return unit * (maxval - minval) + minval  # TensorFlow's own affine map, same rounding
 
 
-def dropout(x, rate, seed, training):
+def dropout(x, rate, seed, training, salts=()):
     """Stateless inverted dropout at a rate that is a number (the same mask as
     ``tf.nn.experimental.stateless_dropout``); identity when not training or rate == 0.
 
-    ``seed`` is a [2] seed or a function returning one, called only when the dropout
-    draws: a model without dropout, and every decode or evaluation graph, then builds no
-    seed-folding ops (in a beam search over a tiny model they were a seventh of its
-    nodes, most of them inside the loop, run at every step)."""
+    The mask's seed is ``fold_seed(seed, *salts)``; ``seed`` is a [2] seed or a function
+    returning one. Both are resolved only when the dropout draws: a model without
+    dropout, and every decode or evaluation graph, then builds no seed-folding ops (in a
+    beam search over a tiny model they were a seventh of its nodes, most of them inside
+    the loop, run at every step)."""
     if not training or not rate:
         return x
     if callable(seed):
         seed = seed()
+    if salts:
+        seed = fold_seed(seed, *salts)
     if not _graph_philox():
         return tf.nn.experimental.stateless_dropout(x, rate=rate, seed=seed)
     # TensorFlow's _dropout with a number for the rate, drawing through stateless_uniform

@@ -71,3 +71,14 @@ def test_dropout_calls_a_seed_function_only_when_it_draws(graph):
     assert len(calls) == 1
     assert tf.reduce_all(lazy == eager) and tf.reduce_any(lazy == 0.0)
     assert tf.reduce_all(rate0 == x) and tf.reduce_all(not_training == x)
+
+
+def test_dropout_salts_fold_the_seed_it_draws_from():
+    """``salts`` give the mask of ``fold_seed(seed, *salts)``, from a seed or a seed
+    function alike."""
+    x = tf.reshape(tf.range(1.0, 41.0), [4, 10])
+    seed = tf.constant([3, 4])
+    want = ops.dropout(x, 0.4, ops.fold_seed(seed, 1, 2), True)
+    assert tf.reduce_all(ops.dropout(x, 0.4, seed, True, salts=(1, 2)) == want)
+    assert tf.reduce_all(ops.dropout(x, 0.4, lambda: seed, True, salts=(1, 2)) == want)
+    assert not tf.reduce_all(ops.dropout(x, 0.4, seed, True, salts=(1, 3)) == want)
