@@ -38,8 +38,8 @@ bench-peers: $(PEERS_VENV)/.installed  ## ours vs OpenNMT-tf, same model size an
 bench-peers-train: $(PEERS_VENV)/.installed  ## end-to-end Multi30k training, ours vs onmt-main, each with its own data pipeline (minutes) -> bench_results/bench_peers_train.{json,md}
 	$(PYTHON) -m benchmarks.peers.train_e2e --peer_python $(PEERS_VENV)/bin/python $(PEERS_ARGS)
 
-demo:  ## a short Multi30k En->De run of soft and acvi (+ copy baseline) -> results/demo.md
-	$(PYTHON) -m experiments.tables run demo --runs_root runs/demo --out results/demo.md
+demo:  ## a short Multi30k En->De run of soft and acvi (+ copy baseline), the two at once: table, example translations, an attention heat map -> results/demo.md
+	$(PYTHON) -m experiments.tables run demo --runs_root runs/demo --out results/demo.md --parallel 2
 
 # The CPU-scale targets run the paper's comparison (soft vs acvi) by default; ONLY=all adds
 # every baseline row (structured, variational, VED, Transformer; ~40 min each on 2 cores),

@@ -315,11 +315,15 @@ class Trainer:
         return train_step(model, self.optimizer, batch, seed, self.config.clip_norm, anneal,
                           num_replicas)
 
-    def _train_fn(self, modes, batch):
-        # One trace per combination of the modes the model reads (all of them when it
-        # does not say): soft attention is not retraced at the Gumbel switch.
+    def _read_modes(self, modes):
+        """The schedule modes the model reads (all of them when it does not say)."""
         read = getattr(self.model, "read_modes", lambda: None)()
-        key = tuple(sorted((k, v) for k, v in modes.items() if read is None or k in read))
+        return {k: v for k, v in modes.items() if read is None or k in read}
+
+    def _train_fn(self, modes, batch):
+        # One trace per combination of the modes the model reads: soft attention is not
+        # retraced at the Gumbel switch.
+        key = tuple(sorted(self._read_modes(modes).items()))
         if key not in self._train_fns:
             num_replicas = self.strategy.num_replicas_in_sync
 
@@ -443,7 +447,10 @@ class Trainer:
         means["tokens_per_sec"] = tokens / max(seconds, 1e-9)
         summaries.write_scalars(self._writer, step, means)
         self._history({"step": step, "train": means})
-        msg = f"step {step}: " + _fmt(means) + f" [{','.join(f'{k}={v}' for k, v in modes.items())}]"
+        # Only the modes this model reads: soft attention has no ACVI mixing to report.
+        read = self._read_modes(modes)
+        msg = f"step {step}: " + _fmt(means) + (
+            f" [{','.join(f'{k}={v}' for k, v in read.items())}]" if read else "")
         if bar:
             bar.set_postfix_str(_fmt({k: means[k] for k in ("loss", "nll") if k in means}))
             bar.write(msg, file=sys.stderr)

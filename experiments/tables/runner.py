@@ -115,8 +115,10 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
     if failed:
         print(f"{failed} run(s) failed; the table is not written", file=stream)
         return 1
+    epilogue = SPECS[table].epilogue
     text = write_table(table, find_results(SPECS[table].result_paths(runs_root),
-                                           *RESULT_KEYS[task]), out)
+                                           *RESULT_KEYS[task]), out,
+                       epilogue(runs_root, out, stream) if epilogue else ())
     print(f"\n{text}\n\nwritten to {out}", file=stream)
     return 0
 
@@ -143,11 +145,13 @@ def rows_of(results):
             for s in systems]
 
 
-def write_table(table, results, out=None):
-    """The markdown of ``table`` over ``results``; with ``out``, written there (notes by
-    hand below the marker kept) together with the table's dev-curve figure
-    ``<out>_curves.png``, linked from the markdown."""
+def write_table(table, results, out=None, epilogue=()):
+    """The markdown of ``table`` over ``results``, then the ``epilogue`` lines; with
+    ``out``, written there (notes by hand below the marker kept) together with the
+    table's dev-curve figure ``<out>_curves.png``, linked from the markdown."""
     text = RENDER[table](results)
+    if epilogue:
+        text += "\n\n" + "\n".join(epilogue)
     spec = SPECS[table]
     if out and spec.curves:
         png = os.path.splitext(out)[0] + "_curves.png"

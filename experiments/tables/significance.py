@@ -42,10 +42,20 @@ def translation_references(r, split="test"):
         return None
 
 
+def decoded_sentences(r, references):
+    """How many test sentences run ``r`` decoded: its results.json's count (a
+    ``--max_eval_lines`` run decodes the first N), else all ``references``."""
+    n = ((r.get("splits") or {}).get("test") or {}).get("sentences")
+    return min(int(n), references) if n else references
+
+
 def bleu_vs(baseline, row, references=None):
     """sacrebleu's paired bootstrap of ``row``'s test BLEU against ``baseline``'s (lists
     of results.json dicts, with ``_path``): a dict (:func:`paired_bootstrap_bleu`) plus
-    ``seeds``, or None when no seed pair has decodes or the references are not here.
+    ``seeds``, ``sentences`` (how many were compared) and ``subset`` (fewer than the test
+    set: runs decoded with ``--max_eval_lines``), or None when no seed pair has decodes
+    or the references are not here; ``{"skipped": reason}`` when a decode file does not
+    match its run (the table shows the reason instead of failing).
     ``references(run)``: the reference lines (default :func:`translation_references`)."""
     from acvi_tf.metrics.significance import paired_bootstrap_bleu
     references = references or translation_references
@@ -53,12 +63,21 @@ def bleu_vs(baseline, row, references=None):
     refs = references(pairs[0][0]) if pairs else None
     if not pairs or refs is None:
         return None
+    # A run decoded with --max_eval_lines=N scored the first N test sentences: every pair
+    # is compared on the first sentences all of them decoded, against those references.
+    count = min(decoded_sentences(r, len(refs)) for pair in pairs for r in pair)
     base, cand = [], []
-    for a, b in pairs:
-        base += read_hypotheses(os.path.join(run_dir(a), "decode_test.txt"), len(refs))
-        cand += read_hypotheses(os.path.join(run_dir(b), "decode_test.txt"), len(refs))
-    res = paired_bootstrap_bleu(base, cand, list(refs) * len(pairs), n_samples=N_SAMPLES)
-    return dict(res, seeds=len(pairs))
+    try:
+        for a, b in pairs:
+            base += read_hypotheses(os.path.join(run_dir(a), "decode_test.txt"),
+                                    decoded_sentences(a, len(refs)))[:count]
+            cand += read_hypotheses(os.path.join(run_dir(b), "decode_test.txt"),
+                                    decoded_sentences(b, len(refs)))[:count]
+    except ValueError as e:  # a decode that does not match its run: the table says so
+        return {"skipped": str(e)}
+    res = paired_bootstrap_bleu(base, cand, list(refs[:count]) * len(pairs),
+                                n_samples=N_SAMPLES)
+    return dict(res, seeds=len(pairs), sentences=count, subset=count < len(refs))
 
 
 def rouge1_vs(baseline, row):
@@ -82,9 +101,13 @@ def rouge1_vs(baseline, row):
 
 
 def cell(res):
-    """``+0.40 (p = 0.043, 3 seed pairs)``, or None."""
+    """``+0.40 (p = 0.043, 3 seed pairs)`` (``, first 500 sentences`` for a subset),
+    ``skipped (reason)``, or None."""
     if res is None:
         return None
+    if "skipped" in res:
+        return f"skipped ({res['skipped']})"
     n = res["seeds"]
+    subset = f", first {res['sentences']} sentences" if res.get("subset") else ""
     return (f"{res['difference']:+.2f} (p = {res['p_value']:.3f}, {n} seed "
-            f"pair{'s' if n > 1 else ''})")
+            f"pair{'s' if n > 1 else ''}{subset})")

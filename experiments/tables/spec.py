@@ -2,7 +2,7 @@
 
 import dataclasses
 import os
-from typing import Callable
+from typing import Callable, Optional
 
 # experiments/configs: one flagfile per paper setting.
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -27,6 +27,9 @@ class Table:
     archive: str = ""
     archives: tuple = ()
     curves: tuple = ()
+    # epilogue(runs_root, out, stream) -> markdown lines written below the table once
+    # its runs exist (the demo's example translations and heat map); None: nothing.
+    epilogue: Optional[Callable] = None
 
     def result_paths(self, runs_root):
         return [runs_root] + [os.path.join(REPO_ROOT, a)

@@ -14,7 +14,7 @@ REFS = ["a man rides a red bike", "two dogs play in the snow", "a girl reads a b
         "the cat sleeps on a chair"]
 
 
-def _run(tmp_path, name, seed, lines=None, items=None, system="acvi"):
+def _run(tmp_path, name, seed, lines=None, items=None, system="acvi", sentences=None):
     d = tmp_path / name
     d.mkdir()
     if lines is not None:
@@ -26,6 +26,8 @@ def _run(tmp_path, name, seed, lines=None, items=None, system="acvi"):
          "tgt": "de", "profile": "cpu", "train_command": cmd, "command": cmd, "steps": 1,
          "bleu": {"dev": 1.0, "test": 2.0}, "decode": {"beam_width": 5},
          "_path": str(d / "results.json")}
+    if sentences is not None:  # a --max_eval_lines run records how many it decoded
+        r["splits"] = {"test": {"sentences": sentences}}
     (d / "results.json").write_text(json.dumps(r))
     return r
 
@@ -49,6 +51,26 @@ def test_bleu_pairs_seed_i_with_seed_i_and_pools_them(tmp_path):
     assert res["p_value"] == pytest.approx(want["p_value"])
     assert significance.bleu_vs(soft, row, references=lambda r: None) is None  # no data
     assert significance.bleu_vs(soft[:0], row, references=lambda r: REFS) is None
+
+
+def test_bleu_of_runs_that_decoded_a_subset_uses_the_same_references(tmp_path):
+    """A --max_eval_lines run decodes the first N sentences: scored against the first N
+    references (the demo's 500 of 1,000 raised before), on the lines both runs have."""
+    soft_lines = ["a man rides a bike", "dogs play", "a girl reads"]
+    row_lines = ["a man rides a red bike", "two dogs play in the snow"]
+    soft = [_run(tmp_path, "soft0", 0, soft_lines, system="soft", sentences=3)]
+    row = [_run(tmp_path, "row0", 0, row_lines, sentences=2)]
+    res = significance.bleu_vs(soft, row, references=lambda r: REFS)
+    want = paired_bootstrap_bleu(soft_lines[:2], row_lines, REFS[:2])
+    assert res["sentences"] == 2 and res["subset"]
+    assert res["difference"] == pytest.approx(want["difference"])
+    assert res["p_value"] == pytest.approx(want["p_value"])
+    assert significance.cell(res).endswith("1 seed pair, first 2 sentences)")
+    # a decode file that does not match its run is skipped with the reason, not raised
+    (tmp_path / "row0" / "decode_test.txt").write_text("one\ntwo\nthree\nfour\nfive\n")
+    res = significance.bleu_vs(soft, row, references=lambda r: REFS)
+    assert "decode_test.txt: 6 lines for 2 references" in res["skipped"]
+    assert significance.cell(res).startswith("skipped (")
 
 
 def test_rouge1_pools_the_archived_per_summary_scores(tmp_path):

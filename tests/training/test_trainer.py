@@ -152,6 +152,23 @@ def test_the_trainer_traces_once_per_mode_the_model_reads(variant, coverage, exp
     assert len(fns) == {("coverage",): 2, ("acvi_mixing", "coverage"): 3, None: 3}[expected]
 
 
+@pytest.mark.parametrize("variant,label", [("soft", None), ("acvi", "[acvi_mixing=weighted]")])
+def test_progress_lines_name_only_the_modes_the_model_reads(variant, label, tmp_path):
+    """A soft-attention run's progress lines carry no ACVI mixing label; ACVI's do."""
+    lines = []
+    cfg = TrainConfig(model_dir=str(tmp_path), train_steps=2, log_every=1, eval_every=0,
+                      checkpoint_every=2, progress=False)
+    Trainer(lambda: Seq2Seq(_cfg(attention=variant)), cfg,
+            ReverseTask(vocab_size=V, batch_size=4, seed=1), log=lines.append).train()
+    steps = [m for m in lines if m.startswith("step ")]
+    assert len(steps) == 2
+    for m in steps:
+        assert ("acvi_mixing" in m) == (label is not None)
+        assert "coverage" not in m
+        if label:
+            assert m.endswith(label)
+
+
 def test_step_decay_schedule():
     lr = schedules.luong_sgd_schedule(1.0, 12000)
     values = [float(lr(s)) for s in (0, 7999, 8000, 9000, 10000, 11999)]
