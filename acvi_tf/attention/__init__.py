@@ -12,6 +12,7 @@ from acvi_tf.attention import acvi  # noqa: F401  (registers "acvi")
 from acvi_tf.attention import structured  # noqa: F401  (registers "structured")
 from acvi_tf.attention import gaussian  # noqa: F401  (registers "gaussian")
 from acvi_tf.attention import variational  # noqa: F401  (registers "variational")
+from acvi_tf.attention import none  # noqa: F401  (registers "none", the no-attention floor)
 
 
 def get_attention(name):

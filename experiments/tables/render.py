@@ -15,6 +15,7 @@ SYSTEM_NAMES = {"soft": "Baseline (soft attention)", "structured": "Structured a
            "gaussian": "Gaussian attention, N(0, I) prior (Bahuleyan et al. 2018)",
            "gaussian_mean_prior": "Gaussian attention, N(h̄, I) prior (Bahuleyan et al. 2018)",
            "vrnmt": "VRNMT, GRU decoder (Su et al. 2018)",
+           "no_attention": "No attention (c_t = 0, the bridge state only; floor)",
            "copy-source": "Copy the source (floor)"}
 PROFILE_LABELS = {"paper": "ours, paper profile", "cpu": "ours, CPU scale",
                   "smoke": "ours, smoke test"}

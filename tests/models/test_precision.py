@@ -75,7 +75,10 @@ def _loss_and_grads(model, batch):
         terms = model.loss_terms(batch, training=False, seed=3)
         loss = terms["objective"] / terms["num_tokens"]
     grads = tape.gradient(loss, model.trainable_variables)
-    flat = np.concatenate([tf.reshape(tf.convert_to_tensor(g), [-1]).numpy() for g in grads])
+    # a variable the loss does not read (the unused score of attention "none") has no
+    # gradient: zero, as the training step takes it
+    flat = np.concatenate([tf.reshape(tf.zeros_like(v) if g is None else tf.convert_to_tensor(g),
+                                      [-1]).numpy() for g, v in zip(grads, model.trainable_variables)])
     return terms, flat
 
 
