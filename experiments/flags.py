@@ -23,6 +23,7 @@ from absl import app, flags
 
 from acvi_tf import attention as attention_lib
 from acvi_tf import latent as latent_lib
+from acvi_tf.attention.scores import SCORES as SCORE_REGISTRY
 from acvi_tf.data.sources import DataError
 from acvi_tf.models import model_names
 from acvi_tf.models.decoder import CELLS
@@ -32,6 +33,7 @@ from acvi_tf.runs import (ConfigError, RunError, command_line, load_run_config, 
 from acvi_tf.tasks.base import DecodeConfig, RunInfo
 from acvi_tf.utils import manifest
 from acvi_tf.utils.precision import PRECISIONS
+from acvi_tf.training.schedules import KL_ANNEALING
 from acvi_tf.training.trainer import TrainConfig
 from acvi_tf.training.trainer import is_chief
 from acvi_tf.training.trainer import make_strategy as _make_strategy
@@ -41,13 +43,12 @@ FLAGS = flags.FLAGS
 MODES = ("train_eval", "train", "eval", "decode", "export")
 # Modes that rebuild a trained model_dir and write nothing into it.
 READ_ONLY_MODES = ("decode", "export")
-SCORES = ("additive", "multiplicative")
+SCORES = tuple(SCORE_REGISTRY.names())
 HEADS = ("softmax", "pointer")
 OPTIMIZERS = ("adam", "sgd")
 LR_DECAYS = ("none", "luong")
 STRATEGIES = ("default", "mirrored", "multiworker")
 LENGTH_NORMALIZATIONS = ("none", "average", "gnmt")
-KL_ANNEALING = ("linear", "sigmoid")  # acvi_tf.training.schedules.KL_ANNEALING
 
 # Flags that describe the trained model (and so are restored from model_dir in
 # eval/decode modes) versus flags that only steer one run.
@@ -155,8 +156,9 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                               "values are Python literals, e.g. kl_weight=0.5, "
                               "kl_estimator='bound' (bare words are strings).",
                               flag_values=fv)
-    flags.DEFINE_enum("score", d.score, SCORES, "Attention score: additive (Eq. 1) or "
-                      "multiplicative (Eq. 10).", flag_values=fv)
+    flags.DEFINE_enum("score", d.score, SCORES, "Attention score: additive (Eq. 1), "
+                      "multiplicative (Eq. 10) or scaled_multiplicative (Eq. 10 / sqrt(d)).",
+                      flag_values=fv)
     flags.DEFINE_enum("head", d.head, HEADS, "Output head.", flag_values=fv)
     flags.DEFINE_integer("embed_dim", d.embed_dim, "Word embedding size.", lower_bound=1,
                          flag_values=fv)

@@ -29,7 +29,7 @@ class ModelConfig:
     decoder_units: int = 256           # decoder LSTM units (s_t)
     decoder_layers: int = 1            # stacked decoder LSTM layers
     decoder_cell: str = "lstm"         # decoder recurrent cell: "lstm" or "gru" (VRNMT's)
-    score: str = "additive"            # "additive" (Eq. 1) or "multiplicative" (Eq. 10)
+    score: str = "additive"            # "additive" (Eq. 1), "multiplicative" (Eq. 10), "scaled_multiplicative"
     attention_units: int = 256         # size of W_h h_i, W_s s_t in the additive score
     attention: str = "soft"            # context variant, from the registry
     attention_options: dict = dataclasses.field(default_factory=dict)  # variant kwargs

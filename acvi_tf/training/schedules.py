@@ -15,7 +15,7 @@ import math
 
 import keras
 
-KL_ANNEALING = ("linear", "sigmoid")
+KL_ANNEALING = ("linear", "sigmoid", "bahuleyan")
 SIGMOID_STEEPNESS = 10.0  # logistic slope in units of 1 / anneal_steps (0.7% at the start)
 
 
@@ -34,6 +34,12 @@ def kl_anneal_scale(step, anneal_steps, kind="linear"):
                   Bowman et al.'s logistic schedule (Bahuleyan et al.'s code uses
                   the same curve written as (tanh(.) + 1) / 2), rescaled to start
                   at exactly 0 and reach exactly 1 at ``anneal_steps``.
+        bahuleyan: Bahuleyan et al.'s code (tf-var-attention, ``ved_varAttn.py``) as it
+                  runs: lambda = (tanh((n - 4500) / 1000) + 1) / 2 after iteration n,
+                  updated only while n <= 3000, so it rises from 1.2e-4 and stays at
+                  0.047 from iteration 3000 on: never near 1. Written for any
+                  ``anneal_steps`` N (3000 in their code) as
+                  (tanh((min(step, N) - 1.5 N) / (N / 3)) + 1) / 2.
 
     ``anneal_steps`` <= 0 turns annealing off (always 1). ``step`` may be a
     Python number or a tensor (the trainer passes the global step tensor, so the
@@ -48,6 +54,8 @@ def kl_anneal_scale(step, anneal_steps, kind="linear"):
     x = tf.clip_by_value(x, 0.0, 1.0)
     if kind == "linear":
         return x
+    if kind == "bahuleyan":  # x already stops at 1: their lambda freezes at iteration N
+        return (tf.tanh((x - 1.5) * 3.0) + 1.0) / 2.0
     k = SIGMOID_STEEPNESS
     low = 1.0 / (1.0 + math.exp(0.5 * k))
     high = 1.0 / (1.0 + math.exp(-0.5 * k))

@@ -36,6 +36,28 @@ def test_anneal_scale_against_the_formula(step):
     assert sigmoid == pytest.approx(_sigmoid_by_hand(step, n), abs=1e-6)
 
 
+def _bahuleyan_code(iterations):
+    """Their training loop (tf-var-attention, ved_varAttn.py), step by step: lambda is 0
+    for the first batch and updated after each batch while the count is <= 3000."""
+    lam, out = 0.0, []
+    for it in range(1, iterations + 1):
+        out.append(lam)  # the lambda this batch trains with
+        if it <= 3000:
+            lam = np.round((np.tanh((it - 4500) / 1000) + 1) / 2, decimals=6)
+    return out
+
+
+def test_bahuleyan_annealing_is_their_loop_with_3000_steps():
+    """Our step s trains with their lambda after s batches (their first batch uses 0)."""
+    theirs = _bahuleyan_code(5001)
+    for step in (1, 2, 100, 1500, 2999, 3000, 3001, 4000, 5000):
+        ours = float(schedules.kl_anneal_scale(step, 3000, "bahuleyan"))
+        assert ours == pytest.approx(theirs[step], abs=1e-6), step
+    assert theirs[3001] == pytest.approx(0.047426, abs=1e-6)  # frozen there for good
+    assert float(schedules.kl_anneal_scale(6000, 3000, "bahuleyan")) == pytest.approx(0.047426,
+                                                                                       abs=1e-6)
+
+
 def test_anneal_scale_shape_and_off():
     values = [float(schedules.kl_anneal_scale(s, 100, "sigmoid")) for s in range(0, 101)]
     assert values[0] == 0.0 and values[-1] == 1.0
