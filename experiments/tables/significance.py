@@ -1,4 +1,11 @@
-"""A table row against soft attention: paired bootstrap on the runs' test decodes.
+"""A table row against soft attention: tests that count seeds, and the paired bootstrap
+on the runs' test decodes.
+
+The primary comparison (:func:`bleu_seeds_vs`, :func:`rouge1_seeds_vs`) counts seeds: the
+difference of the rows' mean test scores, its 95% interval from a two-level bootstrap
+(resample each row's seeds, then the test sentences; 10,000 resamples) and Welch's t-test
+over the seed scores (:mod:`acvi_tf.metrics.significance`). The sentence-only paired
+bootstrap below it measures the test set's sampling noise alone, for one pairing of seeds.
 
 Seeds are paired, seed i of the row with seed i of the baseline (a one-seed row with the
 baseline's seed 0), and pooled by concatenation (:mod:`acvi_tf.metrics.significance`).
@@ -17,7 +24,8 @@ import os
 from experiments.archive import ROUGE_ITEMS, read_hypotheses
 from experiments.tables.render import seed_of
 
-N_SAMPLES = 1000
+N_SAMPLES = 10_000  # the sentence-only paired bootstrap; p's floor is 1 / (N + 1)
+SEED_SAMPLES = 10_000  # the two-level bootstrap (seeds, then sentences)
 
 
 def run_dir(r):
@@ -100,6 +108,99 @@ def rouge1_vs(baseline, row):
             "seeds": len(pairs)}
 
 
+def _decoded_runs(runs, count_of):
+    """The runs with a ``decode_test.txt`` and their decodes' line counts."""
+    out = []
+    for r in runs:
+        if run_dir(r) and os.path.exists(os.path.join(run_dir(r), "decode_test.txt")):
+            out.append((r, count_of(r)))
+    return out
+
+
+def bleu_seeds_vs(baseline, row, references=None, n_samples=SEED_SAMPLES):
+    """``row`` (results.json dicts, one per seed) against ``baseline``, counting seeds:
+    ``{difference, ci95, p_value, welch_p, seeds: [baseline, row], sentences, subset}``
+    with ``difference`` the difference of the rows' mean test BLEU, ``ci95`` and
+    ``p_value`` from :func:`acvi_tf.metrics.significance.two_level_bootstrap` on the test
+    decodes (the first sentences every run decoded), ``welch_p`` Welch's t over the
+    runs' test BLEU (None with fewer than 2 seeds a side). None without decodes or
+    references; ``{"skipped": reason}`` when a decode does not match its run."""
+    from acvi_tf.metrics import significance as sig
+    references = references or translation_references
+    base = [r for r in baseline if run_dir(r)]
+    refs = references(base[0]) if base else None
+    if refs is None:
+        return None
+    count = lambda r: decoded_sentences(r, len(refs))  # noqa: E731
+    base, cand = _decoded_runs(baseline, count), _decoded_runs(row, count)
+    if not base or not cand:
+        return None
+    n = min(c for _, c in base + cand)
+    try:
+        stats = [[sig.bleu_statistics(read_hypotheses(
+            os.path.join(run_dir(r), "decode_test.txt"), c)[:n], refs[:n]) for r, c in side]
+            for side in (base, cand)]
+    except ValueError as e:
+        return {"skipped": str(e)}
+    res = sig.two_level_bootstrap(stats[0], stats[1], sig.bleu_from_statistics, n_samples)
+    welch = sig.welch_t([r["bleu"]["test"] for r, _ in base], [r["bleu"]["test"] for r, _ in cand])
+    return dict(res, welch_p=None if welch is None else welch["p_value"], sentences=n,
+                subset=n < len(refs))
+
+
+def rouge1_seeds_vs(baseline, row, n_samples=SEED_SAMPLES):
+    """As :func:`bleu_seeds_vs` for ROUGE-1 F1: the two-level bootstrap of the archived
+    per-summary scores and Welch's t over the runs' ROUGE-1; None without them."""
+    import json as json_lib
+    from acvi_tf.metrics import significance as sig
+
+    def items(runs):
+        out = []
+        for r in runs:
+            path = os.path.join(run_dir(r) or "", ROUGE_ITEMS)
+            if run_dir(r) and os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    out.append((r, json_lib.load(f)))
+        return out
+    base, cand = items(baseline), items(row)
+    if not base or not cand:
+        return None
+    n = min(len(v) for _, v in base + cand)
+    res = sig.two_level_bootstrap([sig.item_statistics(v[:n]) for _, v in base],
+                                  [sig.item_statistics(v[:n]) for _, v in cand],
+                                  sig.mean_from_statistics, n_samples)
+    score = lambda r: (r.get("rouge") or {}).get("rouge_1")  # noqa: E731
+    welch = sig.welch_t([score(r) for r, _ in base if score(r) is not None],
+                        [score(r) for r, _ in cand if score(r) is not None])
+    return dict(res, welch_p=None if welch is None else welch["p_value"], sentences=n,
+                subset=False)
+
+
+def p_text(p, n_samples):
+    """A p-value, or ``< 1/N`` written out at a bootstrap's floor (it says no more)."""
+    if p is None:
+        return "–"
+    floor = 1.0 / (n_samples + 1)
+    if p <= floor * 1.0001 or p <= 1.0 / n_samples:
+        return f"< {1.0 / n_samples:.0e}".replace("e-0", "e-")
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def seeds_cell(res):
+    """``+1.25 [-0.01, +2.49], Welch p = 0.150 (3 vs 3 seeds)``, ``skipped (reason)`` or
+    None."""
+    if res is None:
+        return None
+    if "skipped" in res:
+        return f"skipped ({res['skipped']})"
+    na, nb = res["seeds"]
+    low, high = res["ci95"]
+    welch = "–" if res.get("welch_p") is None else f"{res['welch_p']:.3f}"
+    subset = f", first {res['sentences']} sentences" if res.get("subset") else ""
+    return (f"{res['difference']:+.2f} [{low:+.2f}, {high:+.2f}], Welch p = {welch} "
+            f"({nb} vs {na} seed{'s' if na > 1 else ''}{subset})")
+
+
 def cell(res):
     """``+0.40 (p = 0.043, 3 seed pairs)`` (``, first 500 sentences`` for a subset),
     ``skipped (reason)``, or None."""
@@ -109,5 +210,6 @@ def cell(res):
         return f"skipped ({res['skipped']})"
     n = res["seeds"]
     subset = f", first {res['sentences']} sentences" if res.get("subset") else ""
-    return (f"{res['difference']:+.2f} (p = {res['p_value']:.3f}, {n} seed "
+    p = p_text(res["p_value"], res.get("n_samples", N_SAMPLES))
+    return (f"{res['difference']:+.2f} (p {p if p.startswith('<') else '= ' + p}, {n} seed "
             f"pair{'s' if n > 1 else ''}{subset})")

@@ -46,7 +46,7 @@ def test_bleu_pairs_seed_i_with_seed_i_and_pools_them(tmp_path):
     assert res["seeds"] == 2
     # the row's seed 1 decode is row_lines[1], paired with soft's seed 1
     want = paired_bootstrap_bleu(soft_lines[1] + soft_lines[0], row_lines[1] + row_lines[0],
-                                 REFS * 2)
+                                 REFS * 2, n_samples=significance.N_SAMPLES)
     assert res["difference"] == pytest.approx(want["difference"])
     assert res["p_value"] == pytest.approx(want["p_value"])
     assert significance.bleu_vs(soft, row, references=lambda r: None) is None  # no data
@@ -61,7 +61,8 @@ def test_bleu_of_runs_that_decoded_a_subset_uses_the_same_references(tmp_path):
     soft = [_run(tmp_path, "soft0", 0, soft_lines, system="soft", sentences=3)]
     row = [_run(tmp_path, "row0", 0, row_lines, sentences=2)]
     res = significance.bleu_vs(soft, row, references=lambda r: REFS)
-    want = paired_bootstrap_bleu(soft_lines[:2], row_lines, REFS[:2])
+    want = paired_bootstrap_bleu(soft_lines[:2], row_lines, REFS[:2],
+                                 n_samples=significance.N_SAMPLES)
     assert res["sentences"] == 2 and res["subset"]
     assert res["difference"] == pytest.approx(want["difference"])
     assert res["p_value"] == pytest.approx(want["p_value"])
@@ -77,7 +78,8 @@ def test_rouge1_pools_the_archived_per_summary_scores(tmp_path):
     soft = [_run(tmp_path, "soft0", 0, items=[30.0, 20.0, 25.0], system="soft")]
     row = [_run(tmp_path, "row0", 0, items=[31.0, 22.0, 24.0]), _run(tmp_path, "row1", 1)]
     res = significance.rouge1_vs(soft, row)
-    p, diff = paired_bootstrap([30.0, 20.0, 25.0], [31.0, 22.0, 24.0], n_samples=1000)
+    p, diff = paired_bootstrap([30.0, 20.0, 25.0], [31.0, 22.0, 24.0],
+                               n_samples=significance.N_SAMPLES)
     assert res["seeds"] == 1 and res["difference"] == pytest.approx(diff)
     assert res["p_value"] == pytest.approx(p)
     assert significance.cell(res) == f"{diff:+.2f} (p = {p:.3f}, 1 seed pair)"
@@ -90,7 +92,7 @@ def test_table4_cpu_shows_the_bootstrap_against_soft(tmp_path, monkeypatch):
     text = tables.table4_cpu([soft, acvi])
     header = next(l for l in text.split("\n") if l.startswith("| Method"))
     col = [c.strip() for c in header.strip("|").split("|")].index(
-        "ours, CPU scale: test2016 vs baseline, paired bootstrap: Δ BLEU (p)")
+        "ours, CPU scale: test2016 vs baseline, sentences only (seed i vs seed i): Δ BLEU (p)")
     cells = {}
     for line in text.split("\n"):
         parts = [c.strip() for c in line.strip("|").split("|")]
@@ -99,3 +101,32 @@ def test_table4_cpu_shows_the_bootstrap_against_soft(tmp_path, monkeypatch):
     assert cells["ACVI"].endswith("1 seed pair)") and cells["ACVI"].startswith("+")
     assert cells["Baseline (soft attention)"] == "–"
     assert os.path.exists(soft["_path"])
+
+
+def test_seeds_vs_counts_every_seed_of_both_rows(tmp_path):
+    """Every seed of each row enters (no pairing: 2 soft seeds, 3 row seeds), the interval
+    is the two-level bootstrap of their decodes and Welch's p is over their test BLEU."""
+    from acvi_tf.metrics import significance as sig
+    soft_lines = [["a man rides a bike", "dogs play", "a girl reads", "a cat sleeps"],
+                  ["a man rides", "two dogs play in snow", "girl reads a book", "cat"]]
+    row_lines = [REFS, ["a man rides a bike", "two dogs play in the snow", "a girl reads",
+                        "the cat sleeps on a chair"], ["a man rides a red bike", "dogs play",
+                                                       "a girl reads a book", "a cat"]]
+    soft = [_run(tmp_path, f"soft{s}", s, soft_lines[s], system="soft") for s in (0, 1)]
+    row = [_run(tmp_path, f"row{s}", s, row_lines[s]) for s in (0, 1, 2)]
+    for r, score in zip(soft + row, (10.0, 12.0, 30.0, 25.0, 20.0)):
+        r["bleu"]["test"] = score
+    res = significance.bleu_seeds_vs(soft, row, references=lambda r: REFS, n_samples=2000)
+    want = sig.two_level_bootstrap([sig.bleu_statistics(h, REFS) for h in soft_lines],
+                                   [sig.bleu_statistics(h, REFS) for h in row_lines],
+                                   sig.bleu_from_statistics, n_samples=2000)
+    assert res["seeds"] == [2, 3] and res["ci95"] == pytest.approx(want["ci95"])
+    assert res["difference"] == pytest.approx(want["difference"])
+    assert res["welch_p"] == pytest.approx(sig.welch_t([10.0, 12.0], [30.0, 25.0, 20.0])["p_value"])
+    cell = significance.seeds_cell(res)
+    assert cell.startswith(f"{want['difference']:+.2f} [") and cell.endswith("(3 vs 2 seeds)")
+    # one seed a side: the interval still comes (sentences only), Welch cannot
+    res = significance.bleu_seeds_vs(soft[:1], row[:1], references=lambda r: REFS, n_samples=500)
+    assert res["welch_p"] is None and "Welch p = –" in significance.seeds_cell(res)
+    assert significance.p_text(1 / 10001, 10_000) == "< 1e-4"
+    assert significance.p_text(0.0123, 10_000) == "0.012"
