@@ -28,6 +28,8 @@ setup(
         "pyrouge==0.1.3",
         # CIDEr-D, METEOR 1.5 jar, coco-caption ROUGE-L / BLEU.
         "pycocoevalcap==1.2",
+        # Welch's t-test of the tables' comparisons (acvi_tf/metrics/significance.py)
+        "scipy==1.17.1",
         # results plots (PNG under results/)
         "matplotlib==3.11.2",
     ],
