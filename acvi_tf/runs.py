@@ -3,9 +3,10 @@
 Everything a run needs to be rebuilt lives in its directory: ``model_config.json``
 (the architecture), ``train_config.json`` (the Trainer's), ``run_config.json`` and
 ``flags.txt`` (the resolved settings of the CLI that made it), the Trainer's
-checkpoints (``ckpt/``) and ``results.json``. This module reads and writes them; it
-knows no flags and raises ordinary exceptions (:class:`ConfigError` names the
-setting at fault, so a CLI can report it as a flag error).
+checkpoints (``ckpt/``), ``provenance.json`` (the commit, time and machine load of
+each start: :mod:`acvi_tf.provenance`) and ``results.json``. This module reads and
+writes them; it knows no flags and raises ordinary exceptions (:class:`ConfigError`
+names the setting at fault, so a CLI can report it as a flag error).
 """
 
 import contextlib
@@ -20,6 +21,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from acvi_tf import provenance
 from acvi_tf.metrics import diversity
 from acvi_tf.models import build_model
 from acvi_tf.models.seq2seq import ModelConfig
@@ -42,6 +44,7 @@ class RunError(RuntimeError):
 
 
 LOCK_FILE = ".lock"
+PROVENANCE_FILE = "provenance.json"
 
 
 @contextlib.contextmanager
@@ -50,7 +53,8 @@ def locked_run_dir(model_dir):
     into ``model_dir``: a second process is refused with a :class:`RunError` naming the
     holder's pid, instead of resuming from the first one's checkpoints and mixing files
     with it. The lock dies with its process (a SIGKILL frees it). A directory this call
-    created is removed again if the run fails before writing anything into it."""
+    created is removed again if the run fails before writing anything into it but the
+    lock and the record of its start (:func:`run_segment`)."""
     if os.path.exists(model_dir) and not os.path.isdir(model_dir):
         raise RunError(f"--model_dir={model_dir} is a file, not a directory")
     created = not os.path.exists(model_dir)
@@ -76,8 +80,9 @@ def locked_run_dir(model_dir):
     finally:
         fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
-        if created and not ok and os.listdir(model_dir) == [LOCK_FILE]:
-            os.remove(path)
+        if created and not ok and set(os.listdir(model_dir)) <= {LOCK_FILE, PROVENANCE_FILE}:
+            for name in os.listdir(model_dir):
+                os.remove(os.path.join(model_dir, name))
             os.rmdir(model_dir)
 
 
@@ -216,17 +221,73 @@ def add_diversity(data, log=None):
 
 
 def finish_results(model_dir, data, log=None):
-    """Merges a run's results into ``results.json``, adding the total wall time and
-    the diversity of every decode (:func:`add_diversity`)."""
+    """Merges a run's results into ``results.json``, adding the total wall time, the
+    diversity of every decode (:func:`add_diversity`) and the run's ``provenance``
+    (:func:`acvi_tf.provenance.summary`; this ends the run's open segment)."""
     path = os.path.join(model_dir, "results.json")
     previous = load_json(path) if os.path.exists(path) else {}
     train_seconds = data.get("train_wall_time_sec", previous.get("train_wall_time_sec", 0.0))
-    data = dict(data, wall_time_sec=train_seconds + data.get("eval_wall_time_sec", 0.0))
+    segments, end = end_segment(model_dir)
+    data = dict(data, wall_time_sec=train_seconds + data.get("eval_wall_time_sec", 0.0),
+                provenance=provenance.summary(segments, end))
     add_diversity(data, log)
     results = update_results(model_dir, **data)
     if log:
         log(f"results: {path}")
     return results
+
+
+# ---------------------------------------------------------------------------
+# Provenance: one segment per start of the run (acvi_tf.provenance)
+# ---------------------------------------------------------------------------
+
+def load_provenance(model_dir):
+    """The segments in ``model_dir/provenance.json`` ([] when there is none: a new run,
+    or one older than the file); anything but a list of objects is a :class:`RunError`
+    naming the file."""
+    path = os.path.join(model_dir, PROVENANCE_FILE)
+    if not os.path.exists(path):
+        return []
+    segments = load_json(path)
+    if not isinstance(segments, list) or not all(isinstance(s, dict) for s in segments):
+        raise RunError(f"{path} is not a JSON list of run segments; move it aside or use "
+                       f"a new --model_dir")
+    return segments
+
+
+def start_segment(model_dir, command, mode):
+    """Appends a segment for this start of the run (its ``command``, ``mode`` and the
+    :func:`~acvi_tf.provenance.snapshot` now, ``"end": null``) to ``provenance.json``.
+    Only the chief of a multi-worker run writes."""
+    if not is_chief():
+        return
+    segments = load_provenance(model_dir)
+    segments.append(provenance.new_segment(command, mode))
+    save_json(os.path.join(model_dir, PROVENANCE_FILE), segments)
+
+
+def end_segment(model_dir):
+    """Ends this start's segment (the last one, if still open) with a snapshot taken
+    now; returns ``(segments, end snapshot)``. Only the chief writes (and reads: the
+    other workers' results are not written)."""
+    end = provenance.snapshot()
+    if not is_chief():
+        return [], end
+    segments = load_provenance(model_dir)
+    if provenance.close_last(segments, end):
+        save_json(os.path.join(model_dir, PROVENANCE_FILE), segments)
+    return segments, end
+
+
+@contextlib.contextmanager
+def run_segment(model_dir, command, mode):
+    """One start of a run in ``provenance.json``: the segment is appended on entry and
+    ended on a normal exit, unless :func:`finish_results` ended it already (a mode
+    that writes no results, e.g. ``--mode=train``, ends here). A start that raises
+    keeps ``"end": null``: it did not finish."""
+    start_segment(model_dir, command, mode)
+    yield
+    end_segment(model_dir)
 
 
 # ---------------------------------------------------------------------------

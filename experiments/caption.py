@@ -253,7 +253,7 @@ def main(argv):
     if fv.dry_run:
         return dry_run(model_dir, fv)
     return xflags.run_guarded(lambda: run(model_dir, make_task(fv), fv), errors,
-                              model_dir=model_dir, mode=fv.mode)
+                              model_dir=model_dir, mode=fv.mode, module=MODULE)
 
 
 if __name__ == "__main__":

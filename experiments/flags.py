@@ -29,7 +29,7 @@ from acvi_tf.models import model_names
 from acvi_tf.models.decoder import CELLS
 from acvi_tf.models.seq2seq import ModelConfig
 from acvi_tf.runs import (ConfigError, RunError, command_line, load_run_config, locked_run_dir,
-                          save_run_config, update_results)
+                          run_segment, save_run_config, update_results)
 from acvi_tf.tasks.base import DecodeConfig, RunInfo
 from acvi_tf.utils import manifest
 from acvi_tf.utils.precision import PRECISIONS
@@ -577,19 +577,22 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
     return saved
 
 
-def run_guarded(body, errors=(), model_dir=None, mode=None):
+def run_guarded(body, errors=(), model_dir=None, mode=None, module=None):
     """Runs a CLI's mode, turning the package's exceptions into the CLI's: a bad
     setting (:class:`ConfigError`) into a :class:`FlagError` naming the flag, missing
     data or files into ``error: ...`` exits. ``errors`` adds (exception types, prefix).
-    A ``mode`` that writes into ``model_dir`` (every mode but decode) holds the run
-    directory's lock (:func:`acvi_tf.runs.locked_run_dir`) while it runs."""
+    A ``mode`` that writes into ``model_dir`` (every mode but decode and export) holds
+    the run directory's lock (:func:`acvi_tf.runs.locked_run_dir`) while it runs, and
+    records this start of the run, with the command of the CLI ``module``, in
+    ``provenance.json`` (:func:`acvi_tf.runs.run_segment`)."""
     try:
         if model_dir and mode and mode not in READ_ONLY_MODES and is_chief():
             # (the other workers of a multi-worker run share the chief's model_dir and
             # write nothing into it)
             with locked_run_dir(model_dir):
                 manifest.verify(model_dir)
-                return body()
+                with run_segment(model_dir, command_line(module) if module else None, mode):
+                    return body()
         if model_dir:
             manifest.verify(model_dir)
         return body()

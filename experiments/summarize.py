@@ -237,7 +237,7 @@ def main(argv):
         return 0 if complete else 3
     return xflags.run_guarded(lambda: run(model_dir, make_task(fv), fv),
                               errors=[((RougeError, MeteorError), "metric could not run: ")],
-                              model_dir=model_dir, mode=fv.mode)
+                              model_dir=model_dir, mode=fv.mode, module=MODULE)
 
 
 if __name__ == "__main__":

@@ -213,7 +213,7 @@ def main(argv):
     if fv.dry_run:
         return dry_run(model_dir, task, fv)
     return xflags.run_guarded(lambda: run(model_dir, task, fv), model_dir=model_dir,
-                              mode=fv.mode)
+                              mode=fv.mode, module=MODULE)
 
 
 if __name__ == "__main__":

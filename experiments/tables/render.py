@@ -119,6 +119,20 @@ def _notes(r):
     return notes
 
 
+def commit_label(r):
+    """The code a run ran, from its ``provenance`` entry: ``commit abc1234`` (the first 7
+    hex digits), ``commits abc1234, def5678`` when a resumed run crossed a code change,
+    ``+dirty`` when a start had uncommitted changes; None when the run recorded none
+    (a run older than the entry, or one outside git)."""
+    entry = r.get("provenance") or {}
+    commits = entry.get("commits") or [c for c in [entry.get("commit")] if c]
+    if not commits:
+        return None
+    dirty = "+dirty" if entry.get("clean") is False else ""
+    return (f"commit{'s' if len(commits) > 1 else ''} "
+            + ", ".join(c[:7] for c in commits) + dirty)
+
+
 class Footnotes:
     def __init__(self):
         self.items = []
@@ -146,6 +160,9 @@ class Footnotes:
             meta.append(f"eval {hours(r['eval_wall_time_sec'])}")
         if beam:
             meta.append("greedy" if beam == 1 else f"beam {beam}")
+        code = commit_label(r)
+        if code:
+            meta.append(code)
         meta.extend(notes)
         self.items.append(" — ".join(desc) + (f" ({'; '.join(meta)})" if meta else ""))
         return f"[{len(self.items)}]" + (" †" if notes else "")

@@ -5,6 +5,8 @@ import glob
 import json
 import os
 import random
+import shutil
+import subprocess
 
 import pytest
 from absl import flags
@@ -81,6 +83,13 @@ def test_train_eval_then_decode_from_a_file(tmp_path, env):
     assert results["command"].startswith("python -m experiments.translate --profile=smoke")
     assert results["wall_time_sec"] > 0 and results["signature"].startswith("nrefs:1")
     assert results["train_data_partial"] is True  # the fixture is a partial copy
+    # provenance: the commit of the checkout the CLI ran from, one start that ended
+    git = shutil.which("git")
+    head = git and subprocess.run([git, "-C", REPO, "rev-parse", "HEAD"], capture_output=True,
+                                  text=True)
+    assert results["provenance"]["commit"] == (head.stdout.strip() if head and
+                                               head.returncode == 0 else None)
+    assert results["provenance"]["segments"] == 1
     for name in ("model_config.json", "run_config.json", "flags.txt", "vocab.en.txt",
                  "vocab.de.txt", "decode_dev.txt", "decode_test.txt"):
         assert os.path.exists(os.path.join(model_dir, name)), name
@@ -101,6 +110,9 @@ def test_train_eval_then_decode_from_a_file(tmp_path, env):
     assert r.returncode == 0, r.stderr[-3000:]
     with open(out) as f:
         assert f.read().split("\n")[:20] == test_hyps
+    with open(os.path.join(model_dir, "provenance.json")) as f:
+        segments = json.load(f)  # decode writes nothing into model_dir: still one start
+    assert [s["mode"] for s in segments] == ["train_eval"] and segments[0]["end"]
 
     # stdin -> stdout, and an empty line stays an (empty) line.
     r = _cli(["--mode=decode", f"--model_dir={model_dir}"], env, stdin="a dog runs .\n\n")

@@ -1,0 +1,183 @@
+"""Provenance of a run (issue 33, item 6): the commit, time and machine load of every
+start of a run in ``provenance.json``, their summary in ``results.json`` and the
+commit in the tables' footnotes. The commits are checked against ``git rev-parse`` of
+a repository each test makes; the times against the clock."""
+
+import datetime
+import json
+import os
+import shutil
+import socket
+import subprocess
+
+import pytest
+
+import acvi_tf
+from acvi_tf import provenance, runs
+from experiments.tables.render import Footnotes
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                           "-c", "commit.gpgsign=false", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _commit(repo, text):
+    """Writes ``text`` into the tracked file and commits it; returns the new HEAD."""
+    (repo / "tracked.txt").write_text(text)
+    _git(repo, "add", "tracked.txt")
+    _git(repo, "commit", "-q", "-m", text)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A new git repository with one commit, standing in for the package's checkout."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    _git(path, "init", "-q")
+    _commit(path, "one\n")
+    monkeypatch.setattr(provenance, "PACKAGE_REPO", str(path))
+    return path
+
+
+def _seconds_ago(stamp):
+    then = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    return (now - then).total_seconds()
+
+
+@needs_git
+def test_snapshot_names_head_and_turns_unclean_when_a_tracked_file_changes(repo):
+    snap = provenance.snapshot(str(repo))
+    assert snap["commit"] == _git(repo, "rev-parse", "HEAD")
+    assert snap["clean"] is True
+    assert 0 <= _seconds_ago(snap["time"]) < 60
+    assert snap["load"] == pytest.approx(list(os.getloadavg()), abs=0.5)
+    assert snap["cpus"] == os.cpu_count() and snap["host"] == socket.gethostname()
+    (repo / "untracked.txt").write_text("scratch\n")  # untracked files do not count
+    assert provenance.snapshot(str(repo))["clean"] is True
+    (repo / "tracked.txt").write_text("changed\n")
+    assert provenance.snapshot(str(repo))["clean"] is False
+
+
+@needs_git
+def test_the_default_repository_is_the_one_holding_the_imported_package():
+    package = os.path.dirname(os.path.abspath(acvi_tf.__file__))
+    head = subprocess.run(["git", "-C", package, "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    if head.returncode != 0:
+        pytest.skip("the package is not in a git checkout")
+    assert provenance.snapshot()["commit"] == head.stdout.strip()
+
+
+def test_snapshot_outside_git_or_without_git_records_none(tmp_path, monkeypatch):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    snap = provenance.snapshot(str(plain))
+    assert snap["commit"] is None and snap["clean"] is None and snap["time"]
+    monkeypatch.setenv("PATH", str(tmp_path / "no_binaries_here"))  # no git at all
+    snap = provenance.snapshot()
+    assert snap["commit"] is None and snap["clean"] is None and len(snap["load"]) == 3
+
+
+@needs_git
+def test_two_starts_across_a_code_change_and_one_finish(repo, tmp_path):
+    model_dir = str(tmp_path / "run")
+    first = _git(repo, "rev-parse", "HEAD")
+    runs.start_segment(model_dir, "python -m experiments.translate --mode=train", "train")
+    # the first start is killed (its segment stays open), the code changes, the run resumes
+    second = _commit(repo, "two\n")
+    runs.start_segment(model_dir, "python -m experiments.translate", "train_eval")
+    results = runs.finish_results(model_dir, {"steps": 3})
+
+    segments = json.load(open(os.path.join(model_dir, "provenance.json")))
+    assert [(s["command"].split()[-1], s["mode"]) for s in segments] == [
+        ("--mode=train", "train"), ("experiments.translate", "train_eval")]
+    assert [s["start"]["commit"] for s in segments] == [first, second]
+    assert segments[0]["end"] is None and segments[1]["end"]["commit"] == second
+    entry = results["provenance"]
+    assert entry == json.load(open(os.path.join(model_dir, "results.json")))["provenance"]
+    assert entry["commit"] == second and entry["commits"] == [first, second]
+    assert entry["clean"] is True and entry["segments"] == 2
+    assert entry["start"] == segments[0]["start"]["time"]
+    assert entry["end"] == segments[1]["end"]["time"]
+    assert entry["load"] == {"start": segments[0]["start"]["load"],
+                             "end": segments[1]["end"]["load"]}
+    assert results["steps"] == 3
+
+
+@needs_git
+def test_a_start_ends_when_its_mode_returns_and_a_failed_start_stays_open(repo, tmp_path):
+    model_dir = str(tmp_path / "run")
+    with runs.run_segment(model_dir, "train", "train"):  # --mode=train writes no results
+        pass
+    with runs.run_segment(model_dir, "eval", "eval"):
+        finished = runs.finish_results(model_dir, {})["provenance"]
+    with pytest.raises(RuntimeError):
+        with runs.run_segment(model_dir, "eval again", "eval"):
+            raise RuntimeError("evaluation failed")
+    segments = runs.load_provenance(model_dir)
+    assert [s["command"] for s in segments] == ["train", "eval", "eval again"]
+    assert segments[0]["end"]["time"] >= segments[0]["start"]["time"]
+    assert segments[1]["end"]["time"] == finished["end"]  # finish_results ended it
+    assert segments[2]["end"] is None
+
+
+@needs_git
+def test_an_old_run_directory_without_provenance_json_still_gets_results(repo, tmp_path):
+    model_dir = tmp_path / "old_run"
+    model_dir.mkdir()
+    (model_dir / "results.json").write_text(json.dumps({"bleu": {"test": 20.0}}))
+    results = runs.finish_results(str(model_dir), {"bleu": {"dev": 19.0}})
+    assert results["bleu"] == {"test": 20.0, "dev": 19.0}
+    entry = results["provenance"]
+    assert entry["commit"] == _git(repo, "rev-parse", "HEAD") and entry["segments"] == 0
+    assert entry["start"] is None and 0 <= _seconds_ago(entry["end"]) < 60
+    assert not (model_dir / "provenance.json").exists()
+
+
+@needs_git
+def test_footnotes_show_the_short_commit_and_a_dirty_or_crossed_tree(repo, tmp_path):
+    head = _git(repo, "rev-parse", "HEAD")
+    runs.start_segment(str(tmp_path / "a"), "python -m experiments.translate", "train_eval")
+    clean = runs.finish_results(str(tmp_path / "a"), {"command": "python -m x", "steps": 1500})
+    (repo / "tracked.txt").write_text("edited, not committed\n")
+    runs.start_segment(str(tmp_path / "b"), "python -m experiments.translate", "train")
+    second = _commit(repo, "two\n")
+    runs.start_segment(str(tmp_path / "b"), "python -m experiments.translate", "train_eval")
+    crossed = runs.finish_results(str(tmp_path / "b"), {"command": "python -m y"})
+    notes = Footnotes()
+    notes.add(clean)
+    notes.add(crossed)
+    assert notes.items[0] == f"`python -m x` (1,500 steps; commit {head[:7]})"
+    assert notes.items[1] == f"`python -m y` (commits {head[:7]}, {second[:7]}+dirty)"
+    notes.add({"command": "python -m old", "steps": 10})  # a run without the entry
+    assert notes.items[2] == "`python -m old` (10 steps)"
+
+
+def test_a_garbled_provenance_json_is_an_error_naming_it(tmp_path):
+    (tmp_path / "provenance.json").write_text(json.dumps({"not": "a list"}))
+    with pytest.raises(runs.RunError, match="provenance.json is not a JSON list"):
+        runs.start_segment(str(tmp_path), "cmd", "train")
+
+
+def test_a_failed_first_run_leaves_no_directory_behind(tmp_path):
+    model_dir = str(tmp_path / "new")
+    with pytest.raises(ValueError):
+        with runs.locked_run_dir(model_dir), runs.run_segment(model_dir, "cmd", "train"):
+            assert os.path.exists(os.path.join(model_dir, "provenance.json"))
+            raise ValueError("bad option")
+    assert not os.path.exists(model_dir)
+
+
+def test_only_the_chief_of_a_multi_worker_run_writes(tmp_path, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", json.dumps({
+        "cluster": {"worker": ["localhost:1", "localhost:2"]},
+        "task": {"type": "worker", "index": 1}}))
+    runs.start_segment(str(tmp_path), "cmd", "train_eval")
+    runs.finish_results(str(tmp_path), {"steps": 1})
+    assert os.listdir(tmp_path) == []
