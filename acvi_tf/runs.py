@@ -4,7 +4,7 @@ Everything a run needs to be rebuilt lives in its directory: ``model_config.json
 (the architecture), ``train_config.json`` (the Trainer's), ``run_config.json`` and
 ``flags.txt`` (the resolved settings of the CLI that made it), the Trainer's
 checkpoints (``ckpt/``), ``provenance.json`` (the commit, time and machine load of
-each start: :mod:`acvi_tf.provenance`) and ``results.json``. This module reads and
+each start: :mod:`acvi_tf.utils.provenance`) and ``results.json``. This module reads and
 writes them; it knows no flags and raises ordinary exceptions (:class:`ConfigError`
 names the setting at fault, so a CLI can report it as a flag error).
 """
@@ -21,7 +21,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from acvi_tf import provenance
+from acvi_tf.utils import provenance
 from acvi_tf.metrics import diversity
 from acvi_tf.models import build_model
 from acvi_tf.models.seq2seq import ModelConfig
@@ -223,7 +223,7 @@ def add_diversity(data, log=None):
 def finish_results(model_dir, data, log=None):
     """Merges a run's results into ``results.json``, adding the total wall time, the
     diversity of every decode (:func:`add_diversity`) and the run's ``provenance``
-    (:func:`acvi_tf.provenance.summary`; this ends the run's open segment)."""
+    (:func:`acvi_tf.utils.provenance.summary`; this ends the run's open segment)."""
     path = os.path.join(model_dir, "results.json")
     previous = load_json(path) if os.path.exists(path) else {}
     train_seconds = data.get("train_wall_time_sec", previous.get("train_wall_time_sec", 0.0))
@@ -238,7 +238,7 @@ def finish_results(model_dir, data, log=None):
 
 
 # ---------------------------------------------------------------------------
-# Provenance: one segment per start of the run (acvi_tf.provenance)
+# Provenance: one segment per start of the run (acvi_tf.utils.provenance)
 # ---------------------------------------------------------------------------
 
 def load_provenance(model_dir):
@@ -257,7 +257,7 @@ def load_provenance(model_dir):
 
 def start_segment(model_dir, command, mode):
     """Appends a segment for this start of the run (its ``command``, ``mode`` and the
-    :func:`~acvi_tf.provenance.snapshot` now, ``"end": null``) to ``provenance.json``.
+    :func:`~acvi_tf.utils.provenance.snapshot` now, ``"end": null``) to ``provenance.json``.
     Only the chief of a multi-worker run writes."""
     if not is_chief():
         return
@@ -352,8 +352,19 @@ def latest_checkpoint(model_dir):
     return tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
 
 
+def checkpoint_to_evaluate(model_dir):
+    """The checkpoint a trained run is evaluated with: the best evaluation's (``best.json``,
+    written when it trained with ``--select_best``), else the latest."""
+    from acvi_tf.training.trainer import read_best
+    best = read_best(model_dir)
+    if best is not None:
+        return os.path.join(model_dir, best["checkpoint"])
+    return latest_checkpoint(model_dir)
+
+
 def restore_model(model, model_dir, build_batch):
-    """Builds ``model`` on ``build_batch`` and restores the Trainer's latest checkpoint.
+    """Builds ``model`` on ``build_batch`` and restores the Trainer's latest checkpoint (the
+    best evaluation's, for a run trained with ``--select_best``).
 
     The Trainer saves ``tf.train.Checkpoint(model=..., optimizer=..., step=...)``;
     Keras 3 models are reached through the optimizer's variable list in that
@@ -363,7 +374,7 @@ def restore_model(model, model_dir, build_batch):
     Returns the step stored with the checkpoint. Raises ``FileNotFoundError``
     naming the directory when there is no checkpoint.
     """
-    path = latest_checkpoint(model_dir)
+    path = checkpoint_to_evaluate(model_dir)
     if path is None:
         raise FileNotFoundError(f"no checkpoint in {os.path.join(model_dir, 'ckpt')}; train "
                                 f"first (--mode=train or the default --mode=train_eval)")

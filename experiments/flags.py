@@ -60,7 +60,8 @@ MODEL_FLAGS = ("embed_dim", "encoder_units", "encoder_layers", "decoder_units", 
 TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "clip_norm",
                "batch_size", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices",
-               "kl_anneal_steps", "kl_anneal", "noise_warmup_steps", "init_from")
+               "kl_anneal_steps", "kl_anneal", "noise_warmup_steps", "init_from",
+               "select_best")
 DECODE_FLAGS = ("beam_width", "decode_max_length", "min_length", "length_normalization",
                 "alpha", "eval_beam_width", "eval_subset", "decode_batch_size",
                 "diversity_samples", "diversity_sources")
@@ -231,6 +232,13 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                          "terms are those of the unscaled posterior.", lower_bound=0,
                          flag_values=fv)
     flags.DEFINE_bool("progress", t.progress, "A progress bar on stderr.", flag_values=fv)
+    flags.DEFINE_string("select_best", t.select_best or None, "Best-validation checkpoint "
+                        "selection: keep the checkpoint whose evaluation during training "
+                        "scored best on this eval scalar (dev_bleu, val_rouge_1, ...; a "
+                        "leading '-' keeps the lowest, e.g. -dev_nll), and evaluate it on "
+                        "dev/test at the end instead of the last one (best.json names its "
+                        "step; results.json records it). Empty: the last checkpoint.",
+                        flag_values=fv)
     flags.DEFINE_string("init_from", t.init_from or None, "Warm start: before the first "
                         "step of a new run, copy every variable whose name and shape match "
                         "from the latest checkpoint of this run directory (e.g. ACVI from a "
@@ -407,7 +415,8 @@ def train_config_from_flags(model_dir, flag_values=FLAGS):
         checkpoint_every=fv.checkpoint_every, keep_checkpoints=fv.keep_checkpoints,
         gumbel_fraction=fv.gumbel_fraction, progress=fv.progress,
         kl_anneal_steps=fv.kl_anneal_steps, kl_anneal=fv.kl_anneal,
-        noise_warmup_steps=fv.noise_warmup_steps, init_from=fv.init_from or "")
+        noise_warmup_steps=fv.noise_warmup_steps, init_from=fv.init_from or "",
+        select_best=fv.select_best or "")
 
 
 def make_strategy(flag_values=FLAGS):

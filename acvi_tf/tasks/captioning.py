@@ -406,8 +406,7 @@ class CaptioningTask(Task):
                               init_from, model_dir, build_batch(init_from) if init_from else None,
                               self.log))
         metrics = trainer.train()
-        info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": trainer.train_seconds(),
-                "train_metrics": {k: float(v) for k, v in metrics.items()},
+        info = {**trainer.run_info(metrics),
                 "train_pairs": batches.num_examples, "epochs": epochs,
                 "train_data_partial": data.partial, "train_command": self.run.command,
                 "diagnostics": evaluator.final_diagnostics}

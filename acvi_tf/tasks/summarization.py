@@ -471,8 +471,7 @@ class SummarizationTask(Task):
                                                          model_dir, suffix="_no_coverage")
                 runs.update_results(model_dir, no_coverage=info["no_coverage"])
         metrics = trainer.train()
-        info.update({"steps": int(trainer.step.numpy()), "train_wall_time_sec": trainer.train_seconds(),
-                     "train_metrics": {k: float(v) for k, v in metrics.items()},
+        info.update({**trainer.run_info(metrics),
                      "train_pairs": len(store), "train_data_report": report,
                      "train_data_partial": (cnndm.split_counts("train")[0]
                                             < cnndm.SPLIT_SIZES["train"]),

@@ -375,8 +375,7 @@ class TranslationTask(Task):
                           warm_start=runs.warm_start_fn(train_config.init_from, model_dir,
                                                         self.build_batch(), self.log))
         metrics = trainer.train()
-        info = {"steps": int(trainer.step.numpy()), "train_wall_time_sec": trainer.train_seconds(),
-                "train_metrics": {k: float(v) for k, v in metrics.items()},
+        info = {**trainer.run_info(metrics),
                 "train_pairs": batches.num_examples, "epochs": steps / batches.num_batches(),
                 "train_data_partial": corpus.partial, "train_data_report": corpus.report,
                 "train_command": self.run.command,

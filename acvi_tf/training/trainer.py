@@ -60,6 +60,8 @@ class TrainConfig:
     noise_warmup_steps: int = 0        # ACVI: the sampled noise rises 0 -> 1 over these steps
     progress: bool = True              # a tqdm progress bar on stderr
     init_from: str = ""                # warm start: the run directory copied from (recorded)
+    select_best: str = ""              # eval scalar whose best checkpoint is evaluated at the end
+                                       # ("dev_bleu": highest; "-dev_nll": lowest; "": the last)
 
     def save(self, path):
         tmp = path + ".tmp"
@@ -191,6 +193,18 @@ class Trainer:
         self._since = None
         self._writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "train"))
         self._eval_writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "eval"))
+        # Best-validation selection: the whole checkpoint (a Keras 3 model is reached
+        # through the optimizer's variables) of the best evaluation so far, one kept.
+        self.select = parse_select_best(config.select_best)
+        if self.select and isinstance(self.strategy,
+                                      tf.distribute.MultiWorkerMirroredStrategy):
+            # saving is collective there, and only the chief evaluates
+            raise ValueError("--select_best needs --strategy=default or mirrored (the "
+                             "multi-worker chief evaluates alone)")
+        self.best_manager = tf.train.CheckpointManager(
+            self.ckpt, os.path.join(self.write_dir, BEST_DIR), max_to_keep=1,
+            checkpoint_name="best") if self.select else None
+        self.best = read_best(config.model_dir) if self.select else None
 
     # -- building and restoring -------------------------------------------------
     def _build(self, batch):
@@ -433,7 +447,58 @@ class Trainer:
         if not self.is_chief:
             shutil.rmtree(self.write_dir, ignore_errors=True)
         result = self.evaluate(step)
+        if self.select and step == cfg.train_steps:
+            self.restore_best()
         return {**last, **(result or {})}
+
+    def run_info(self, metrics):
+        """What every task's results.json records of the training: the steps, the training
+        wall time, the last metrics and, with ``select_best``, the evaluated checkpoint
+        (``best.json``: its step, metric and value)."""
+        info = {"steps": int(self.step.numpy()), "train_wall_time_sec": self.train_seconds(),
+                "train_metrics": {k: float(v) for k, v in metrics.items()}}
+        if self.select:
+            info["selected_checkpoint"] = self.best
+        return info
+
+    # -- best-validation selection ------------------------------------------------------
+    def _keep_if_best(self, step, scalars):
+        """Saves the checkpoint of this evaluation when its ``select_best`` value beats
+        every earlier one (``best.json`` names it: step, metric, value)."""
+        name, sign = self.select
+        if name not in scalars:
+            raise ValueError(f"--select_best={self.config.select_best}: the evaluation gives "
+                             f"no {name!r}; it gives {', '.join(sorted(scalars)) or 'nothing'}")
+        value = float(scalars[name])
+        if not np.isfinite(value):
+            return
+        if self.best is not None and sign * value <= sign * self.best["value"]:
+            return
+        if self.best is not None and self.best["step"] == step:
+            return  # a resumed run evaluating a step it already kept
+        path = self.best_manager.save(checkpoint_number=step)
+        self.best = {"step": int(step), "metric": name, "value": value,
+                     "mode": "max" if sign > 0 else "min", "checkpoint": os.path.relpath(
+                         path, self.config.model_dir)}
+        write_best(self.config.model_dir, self.best)
+
+    def restore_best(self):
+        """Loads the best evaluation's weights into the model (the final evaluation then
+        scores them); the step counter keeps the last step. Returns ``best.json``'s dict."""
+        if self.best is None:
+            return None
+        path = os.path.join(self.config.model_dir, self.best["checkpoint"])
+        step = int(self.step.numpy())
+        try:
+            self.ckpt.restore(path).assert_existing_objects_matched()
+        except Exception as e:  # noqa: BLE001 - re-raised with the file named
+            raise RuntimeError(f"cannot restore the best checkpoint {path} (best.json): "
+                               f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                               ) from e
+        self.step.assign(step)
+        self.log(f"final evaluation: the best checkpoint by {self.config.select_best}, step "
+                 f"{self.best['step']} ({self.best['metric']}={self.best['value']:.4g})")
+        return self.best
 
     def _log(self, window, step, seconds, modes, bar):
         means = {k: float(np.mean([float(m[k]) for m in window])) for k in window[0]}
@@ -474,6 +539,8 @@ class Trainer:
         self._eval_writer.flush()
         if scalars:
             self.log(f"eval @ step {step}: {_fmt(scalars)}")
+        if self.select:
+            self._keep_if_best(step, scalars)
         return scalars
 
 
@@ -486,6 +553,39 @@ class Trainer:
         path = os.path.join(self.config.model_dir, "history.jsonl")
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"time": time.time(), **record}) + "\n")
+
+
+BEST_DIR = "ckpt_best"  # the best evaluation's checkpoint (select_best)
+BEST_FILE = "best.json"  # which step it is, by which metric
+
+
+def parse_select_best(spec):
+    """``"dev_bleu"`` -> ("dev_bleu", +1) (highest wins), ``"-dev_nll"`` -> ("dev_nll", -1)
+    (lowest wins), ``""`` -> None (no selection: the last checkpoint is evaluated)."""
+    spec = (spec or "").strip()
+    if not spec:
+        return None
+    name, sign = (spec[1:], -1) if spec.startswith("-") else (spec, 1)
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"--select_best={spec!r}: give an eval scalar such as dev_bleu, or "
+                         f"-dev_nll for the lowest")
+    return name, sign
+
+
+def read_best(model_dir):
+    """``best.json`` of ``model_dir`` (None when absent): the selected checkpoint."""
+    path = os.path.join(model_dir, BEST_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_best(model_dir, best):
+    tmp = os.path.join(model_dir, BEST_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(best, f, indent=2, sort_keys=True)
+    os.replace(tmp, os.path.join(model_dir, BEST_FILE))
 
 
 def _to_tensors(batch):

@@ -1,8 +1,28 @@
-"""Which code produced an artefact: the git commit and whether the tree was dirty."""
+"""Which code produced an artefact (:func:`code_version`: the git commit and whether the
+tree was dirty), and when, on which code and under what machine load a run ran: the
+run's provenance.
 
+A result is only comparable with another when both came from known code on a machine
+in a known state: a BLEU score is reproducible from its commit, and a wall time from a
+machine with two busy cores is not the time of an idle one. A run can be started
+several times (resumed after a kill, evaluated later), possibly on different commits,
+so :mod:`acvi_tf.runs` keeps one *segment* per start in ``model_dir/provenance.json``::
+
+    [{"command": "python -m ...", "mode": "train_eval",
+      "start": snapshot(), "end": snapshot() or null}, ...]
+
+and ``results.json`` gets their :func:`summary`. This module takes the snapshots and
+reasons about segments; reading and writing the run directory is :mod:`acvi_tf.runs`'
+job. Collecting provenance never raises: a machine without git, or a package installed
+outside a checkout, records None where it cannot tell.
+"""
+
+import datetime
 import os
+import socket
 import subprocess
 
+# The checkout holding this package (None-valued commits outside one).
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -17,3 +37,78 @@ def code_version(repo=REPO_ROOT):
                 "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def snapshot(repo_dir=None):
+    """The state of the code and the machine now: ``commit`` (git HEAD of ``repo_dir``,
+    by default the repository of the imported ``acvi_tf``; None outside git), ``clean``
+    (no uncommitted change to a tracked file; None when unknown), ``time`` (UTC,
+    ISO-8601 to the second), ``load`` (the 1/5/15-minute load averages), ``cpus``
+    and ``host``."""
+    version = code_version(repo_dir or REPO_ROOT)
+    return {"commit": version["commit"] if version else None,
+            "clean": (not version["dirty"]) if version else None,
+            "time": utc_now(), "load": load_average(), "cpus": os.cpu_count(),
+            "host": _hostname()}
+
+
+def utc_now():
+    """The current UTC time as ``2026-11-26T12:41:01Z``."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def load_average():
+    """``os.getloadavg()`` rounded to 2 decimals; None where the OS has none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):  # AttributeError: Windows has no getloadavg
+        return None
+
+
+def _hostname():
+    try:
+        return socket.gethostname()
+    except OSError:
+        return None
+
+
+def new_segment(command, mode, start=None):
+    """The segment a start of a run appends: its command, mode and start snapshot."""
+    return {"command": command, "mode": mode, "start": start or snapshot(), "end": None}
+
+
+def close_last(segments, end):
+    """Sets ``end`` on the last segment if it is still open; True when it did. Only
+    the last: an earlier open segment is a start that never finished (killed, failed),
+    and must keep saying so."""
+    if segments and segments[-1].get("end") is None:
+        segments[-1]["end"] = end
+        return True
+    return False
+
+
+def summary(segments, end):
+    """The ``provenance`` entry of ``results.json`` for a run of ``segments`` that
+    finished at the snapshot ``end``.
+
+    ``commit`` is the last start's (the code that wrote these results), ``commits``
+    every distinct commit the starts ran, in order, so that a run resumed across a
+    code change shows it; ``clean`` is False when any start had uncommitted changes
+    to tracked files, True when all were clean, None when unknown. ``start`` and
+    ``load.start`` are the first start's, ``end`` and ``load.end`` the finish's.
+    Without segments (a run directory older than ``provenance.json``) the end
+    snapshot stands alone: its commit, no start, ``segments`` 0."""
+    starts = [s["start"] for s in segments if isinstance(s.get("start"), dict)]
+    known = starts or [end]
+    commits = []
+    for snap in known:
+        if snap.get("commit") and snap["commit"] not in commits:
+            commits.append(snap["commit"])
+    cleans = [snap.get("clean") for snap in known]
+    clean = False if False in cleans else (None if None in cleans else True)
+    first = starts[0] if starts else {}
+    return {"commit": known[-1].get("commit"), "clean": clean, "commits": commits,
+            "start": first.get("time"), "end": end.get("time"),
+            "load": {"start": first.get("load"), "end": end.get("load")},
+            "segments": len(segments)}
+

@@ -154,6 +154,33 @@ def test_mixed_bfloat16_run_trains_evaluates_and_eval_restores_the_precision(tmp
     assert "mixed_bfloat16" in r.stderr
 
 
+def test_select_best_evaluates_the_checkpoint_of_the_best_validation(tmp_path, env):
+    """--select_best=dev_nll keeps the evaluation with the highest dev NLL (the NLL falls
+    here, so an early checkpoint, not the last): history.jsonl's argmax is the step
+    results.json names, and --mode=eval later scores that checkpoint again, the same BLEU."""
+    model_dir = str(tmp_path / "run")
+    r = _cli(["--profile=smoke", "--attention=soft", "--train_steps=6", "--eval_every=2",
+              "--checkpoint_every=2", "--select_best=dev_nll", "--learning_rate=0.05",
+              f"--model_dir={model_dir}"], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = json.load(open(os.path.join(model_dir, "results.json")))
+    evals = {}
+    for line in open(os.path.join(model_dir, "history.jsonl")):
+        record = json.loads(line)
+        if "eval" in record and "dev_nll" in record["eval"]:
+            evals[record["step"]] = record["eval"]["dev_nll"]
+    assert sorted(evals) == [2, 4, 6]
+    best = max(evals, key=evals.get)
+    assert best < 6, evals  # the falling NLL puts the pick before the last step
+    assert results["selected_checkpoint"]["step"] == best, evals
+    assert results["selected_checkpoint"]["value"] == pytest.approx(evals[best])
+    assert f"the best checkpoint by dev_nll, step {best}" in r.stderr
+    r = _cli(["--mode=eval", f"--model_dir={model_dir}"], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    again = json.load(open(os.path.join(model_dir, "results.json")))
+    assert again["bleu"] == pytest.approx(results["bleu"])
+
+
 def test_copy_baseline_and_dry_run(tmp_path, env):
     model_dir = str(tmp_path / "copy")
     r = _cli(["--mode=copy_baseline", f"--model_dir={model_dir}"], env)

@@ -13,7 +13,8 @@ import subprocess
 import pytest
 
 import acvi_tf
-from acvi_tf import provenance, runs
+from acvi_tf import runs
+from acvi_tf.utils import provenance
 from experiments.tables.render import Footnotes
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -40,7 +41,7 @@ def repo(tmp_path, monkeypatch):
     path.mkdir()
     _git(path, "init", "-q")
     _commit(path, "one\n")
-    monkeypatch.setattr(provenance, "PACKAGE_REPO", str(path))
+    monkeypatch.setattr(provenance, "REPO_ROOT", str(path))
     return path
 
 
