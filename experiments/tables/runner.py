@@ -22,7 +22,7 @@ import argparse
 import os
 import sys
 
-from acvi_tf.runs import write_report
+from acvi_tf.runs import save_json, write_report
 from experiments.archive import archive
 from experiments.jobs import Job, run_jobs, shell
 from experiments.tables import preflight
@@ -165,6 +165,8 @@ def write_table(table, results, out=None, epilogue=()):
                      f"the eval decoding, not the final scores of the table.")
     if out:
         write_report(out, text)
+        if spec.data:
+            save_json(os.path.splitext(out)[0] + ".json", spec.data(results))
     return text
 
 

@@ -117,6 +117,9 @@ def _decoded_runs(runs, count_of):
     return out
 
 
+_SEEDS_VS = {}  # (runs' paths, n_samples) -> result: a table and its JSON share one bootstrap
+
+
 def bleu_seeds_vs(baseline, row, references=None, n_samples=SEED_SAMPLES):
     """``row`` (results.json dicts, one per seed) against ``baseline``, counting seeds:
     ``{difference, ci95, p_value, welch_p, seeds: [baseline, row], sentences, subset}``
@@ -125,8 +128,18 @@ def bleu_seeds_vs(baseline, row, references=None, n_samples=SEED_SAMPLES):
     decodes (the first sentences every run decoded), ``welch_p`` Welch's t over the
     runs' test BLEU (None with fewer than 2 seeds a side). None without decodes or
     references; ``{"skipped": reason}`` when a decode does not match its run."""
+    key = (tuple(r.get("_path") for r in baseline), tuple(r.get("_path") for r in row),
+           n_samples, references)
+    if references is None and all(key[0] + key[1]) and key in _SEEDS_VS:
+        return _SEEDS_VS[key]
+    res = _bleu_seeds_vs(baseline, row, references or translation_references, n_samples)
+    if references is None and all(key[0] + key[1]):
+        _SEEDS_VS[key] = res
+    return res
+
+
+def _bleu_seeds_vs(baseline, row, references, n_samples):
     from acvi_tf.metrics import significance as sig
-    references = references or translation_references
     base = [r for r in baseline if run_dir(r)]
     refs = references(base[0]) if base else None
     if refs is None:

@@ -30,6 +30,9 @@ class Table:
     # epilogue(runs_root, out, stream) -> markdown lines written below the table once
     # its runs exist (the demo's example translations and heat map); None: nothing.
     epilogue: Optional[Callable] = None
+    # data(results) -> a JSON-able dict written beside the markdown (<out>.json): the
+    # table's numbers for scripts; None: no JSON.
+    data: Optional[Callable] = None
 
     def result_paths(self, runs_root):
         return [runs_root] + [os.path.join(REPO_ROOT, a)

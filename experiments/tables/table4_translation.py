@@ -6,7 +6,7 @@ from acvi_tf.metrics import repetition
 from experiments.tables import significance
 from experiments.tables.render import (SYSTEM_NAMES, Footnotes, markdown_table, mean_std,
                                        not_run, profile_label, sampled_diversity_cell,
-                                       seed_runs, seeds_cell)
+                                       seed_of, seed_runs, seeds_cell)
 from experiments.tables.spec import Table
 
 # Table 4 of the paper (BLEU, beam search): (dev, test) per direction and system.
@@ -231,6 +231,40 @@ def table4_cpu(results, title="Table 4 at CPU scale: Multi30k En→De, BLEU", on
     return "\n".join(text + _runs_and_signatures(notes, results))
 
 
+def table4_cpu_data(results):
+    """results/table4_cpu.json: one entry per row that ran, keyed by its flagfile's name
+    without ``table4cpu_multi30k_`` (the row's system: soft, acvi, acvi_paper_elbo, ...),
+    per profile when the results hold several (``"<key>@<profile>"`` beyond the first):
+    every seed's test and val BLEU, best-val step (None without --select_best) and
+    commit, and against soft attention the mean difference, the two-level bootstrap's
+    95% interval and Welch's p (:func:`significance.bleu_seeds_vs`)."""
+    results = [r for r in results if r["dataset"] == "multi30k"]
+    profiles = sorted({r["profile"] for r in results if r["system"] != "copy-source"})
+    out = {}
+    for i, p in enumerate(profiles):
+        soft = seed_runs(results, "soft", p)
+        for system in TABLE4_CPU_SYSTEMS:
+            runs = seed_runs(results, system, p)
+            if not runs:
+                continue
+            entry = {
+                "profile": p,
+                "seeds": [seed_of(r) for r in runs],
+                "test_bleu": [r["bleu"].get("test") for r in runs],
+                "val_bleu": [r["bleu"].get("dev") for r in runs],
+                "best_step": [(r.get("selected_checkpoint") or {}).get("step") for r in runs],
+                "steps": [r.get("steps") for r in runs],
+                "commit": [(r.get("provenance") or {}).get("commit") for r in runs],
+                "diff_to_soft": None, "ci95": None, "welch_p": None}
+            if system != "soft" and soft:
+                res = significance.bleu_seeds_vs(soft, runs)
+                if res and "skipped" not in res:
+                    entry.update(diff_to_soft=res["difference"], ci95=res["ci95"],
+                                 welch_p=res["welch_p"])
+            out[system if i == 0 else f"{system}@{p}"] = entry
+    return out
+
+
 # The figure beside the tables (experiments.tables.curves).
 CURVES = (("eval", "dev_bleu", "dev BLEU (eval subset, eval decoding)", False),
           ("eval", "dev_nll", "dev NLL per token", False))
@@ -239,5 +273,6 @@ TABLES = {
     # The ACVI study's seeds of the soft, ACVI and paper-ELBO rows (results/acvi_study.md).
     "table4-cpu": Table(TABLE4_CPU_RUNS, table4_cpu, "translate",
                         archive="results/table4_cpu/runs",
-                        archives=("results/acvi_study/runs",), curves=CURVES),
+                        archives=("results/acvi_study/runs",), curves=CURVES,
+                        data=table4_cpu_data),
 }

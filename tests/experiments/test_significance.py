@@ -130,3 +130,30 @@ def test_seeds_vs_counts_every_seed_of_both_rows(tmp_path):
     assert res["welch_p"] is None and "Welch p = –" in significance.seeds_cell(res)
     assert significance.p_text(1 / 10001, 10_000) == "< 1e-4"
     assert significance.p_text(0.0123, 10_000) == "0.012"
+
+
+def test_table4_cpu_writes_its_json_beside_the_markdown(tmp_path, monkeypatch):
+    """results/table4_cpu.json: one entry per row, keyed by the row (soft, acvi, ...),
+    every seed's scores, and against soft the difference, interval and Welch's p that
+    the markdown shows."""
+    from experiments.tables import runner
+    monkeypatch.setattr(significance, "translation_references", lambda r, split="test": REFS)
+    soft = [_run(tmp_path, f"soft{s}", s, ["a man", "dogs", "a girl", "cat"], system="soft")
+            for s in (0, 1)]
+    acvi = [_run(tmp_path, f"acvi{s}", s, REFS) for s in (0, 1)]
+    for r, (dev, test) in zip(soft + acvi, ((10, 11), (12, 13), (30, 31), (32, 29))):
+        r["bleu"] = {"dev": float(dev), "test": float(test)}
+    acvi[1]["selected_checkpoint"] = {"step": 4000}
+    acvi[1]["provenance"] = {"commit": "abc"}
+    out = tmp_path / "t.md"
+    text = runner.write_table("table4-cpu", soft + acvi, str(out))
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert sorted(data) == ["acvi", "soft"]
+    assert data["soft"]["test_bleu"] == [11.0, 13.0] and data["soft"]["welch_p"] is None
+    a = data["acvi"]
+    assert a["test_bleu"] == [31.0, 29.0] and a["val_bleu"] == [30.0, 32.0]
+    assert a["best_step"] == [None, 4000] and a["commit"] == [None, "abc"]
+    from acvi_tf.metrics import significance as sig
+    assert a["welch_p"] == pytest.approx(sig.welch_t([11.0, 13.0], [31.0, 29.0])["p_value"])
+    assert a["ci95"][0] <= a["diff_to_soft"] <= a["ci95"][1]
+    assert f"{a['diff_to_soft']:+.2f} [{a['ci95'][0]:+.2f}, {a['ci95'][1]:+.2f}]" in text
