@@ -16,6 +16,8 @@ SYSTEM_NAMES = {"soft": "Baseline (soft attention)", "structured": "Structured a
            "gaussian_mean_prior": "Gaussian attention, N(h̄, I) prior (Bahuleyan et al. 2018)",
            "vrnmt": "VRNMT, GRU decoder (Su et al. 2018)",
            "no_attention": "No attention (c_t = 0, the bridge state only; floor)",
+           "soft_context_noise": "Soft attention + Gaussian noise on c_t (control)",
+           "soft_context_dropout": "Soft attention + dropout on c_t (control)",
            "copy-source": "Copy the source (floor)"}
 PROFILE_LABELS = {"paper": "ours, paper profile", "cpu": "ours, CPU scale",
                   "smoke": "ours, smoke test"}

@@ -47,9 +47,10 @@ TABLE4_RUNS = [(f"{d}_{a}", f"table4_{d}_{a}.flags", [])
     for d in TABLE4_DIRECTIONS]
 COPY_BASELINE_ARGS = ["--dataset=multi30k", "--src=en", "--tgt=de", "--mode=copy_baseline"]
 # Rows of the CPU table beyond the paper's Table 4: Bahuleyan et al.'s Gaussian attention
-# with either prior, VRNMT (Su et al. 2018) and the
-# no-attention floor.
-TABLE4_CPU_EXTRA = ("gaussian", "gaussian_mean_prior", "vrnmt", "no_attention")
+# with either prior, VRNMT (Su et al. 2018), the no-attention floor and the two controls
+# for ACVI (soft attention with noise or dropout on its training context).
+TABLE4_CPU_EXTRA = ("gaussian", "gaussian_mean_prior", "vrnmt", "no_attention",
+                    "soft_context_noise", "soft_context_dropout")
 TABLE4_CPU_RUNS = [("multi30k_copy", None, COPY_BASELINE_ARGS)] + [
     (f"multi30k_{a}", f"table4cpu_multi30k_{a}.flags", ["--noprogress"])
     for a in ("soft", "acvi") + TABLE4_BASELINES + TABLE4_CPU_EXTRA] + [
