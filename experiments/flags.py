@@ -46,7 +46,7 @@ READ_ONLY_MODES = ("decode", "export")
 SCORES = tuple(SCORE_REGISTRY.names())
 HEADS = ("softmax", "pointer")
 OPTIMIZERS = ("adam", "sgd")
-LR_DECAYS = ("none", "luong")
+LR_DECAYS = ("none", "luong", "cosine")
 STRATEGIES = ("default", "mirrored", "multiworker")
 LENGTH_NORMALIZATIONS = ("none", "average", "gnmt")
 
@@ -57,7 +57,8 @@ MODEL_FLAGS = ("embed_dim", "encoder_units", "encoder_layers", "decoder_units", 
                "coverage", "coverage_weight", "dropout", "num_samples", "model", "num_heads",
                "ff_units", "transformer_layers", "latent", "latent_option", "word_dropout",
                "decoder_cell", "system", "precision")
-TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "clip_norm",
+TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "warmup_steps",
+               "clip_norm",
                "batch_size", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices",
                "kl_anneal_steps", "kl_anneal", "noise_warmup_steps", "init_from",
@@ -203,7 +204,11 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
     flags.DEFINE_float("learning_rate", t.learning_rate, "Initial learning rate.",
                        lower_bound=0.0, flag_values=fv)
     flags.DEFINE_enum("lr_decay", t.lr_decay, LR_DECAYS,
-                      "luong: halve the SGD rate 4 times in the last third.", flag_values=fv)
+                      "luong: halve the SGD rate 4 times in the last third; cosine (any "
+                      "optimizer): linear warm-up over --warmup_steps, then cosine decay to "
+                      "10% of --learning_rate at --train_steps.", flag_values=fv)
+    flags.DEFINE_integer("warmup_steps", t.warmup_steps, "--lr_decay=cosine: steps of linear "
+                         "warm-up from 0.", lower_bound=0, flag_values=fv)
     flags.DEFINE_float("clip_norm", t.clip_norm, "Global-norm gradient clipping (0: off).",
                        lower_bound=0.0, flag_values=fv)
     flags.DEFINE_integer("batch_size", 64, "Training examples per batch.", lower_bound=1,
@@ -403,14 +408,27 @@ def model_config_from_flags(flag_values=FLAGS, **task_fields):
         precision=fv.precision, **task_fields)
 
 
-def train_config_from_flags(model_dir, flag_values=FLAGS):
-    fv = flag_values
-    if fv.optimizer != "sgd" and fv.lr_decay != "none":
+def check_schedule_flags(fv):
+    """The learning-rate schedule's flags fit together (checked at start-up, before a run
+    directory is touched, and again when the train config is made)."""
+    if fv.optimizer != "sgd" and fv.lr_decay == "luong":
         raise FlagError("lr_decay", f"{fv.lr_decay!r} is the SGD step decay; use it with "
                         f"--optimizer=sgd (got --optimizer={fv.optimizer})")
+    if fv.warmup_steps and fv.lr_decay != "cosine":
+        raise FlagError("warmup_steps", f"is the warm-up of --lr_decay=cosine (got "
+                        f"--lr_decay={fv.lr_decay})")
+    if fv.lr_decay == "cosine" and fv.warmup_steps >= fv.train_steps:
+        raise FlagError("warmup_steps", f"{fv.warmup_steps} must be below --train_steps="
+                        f"{fv.train_steps}")
+
+
+def train_config_from_flags(model_dir, flag_values=FLAGS):
+    fv = flag_values
+    check_schedule_flags(fv)
     return TrainConfig(
         model_dir=model_dir, train_steps=fv.train_steps, optimizer=fv.optimizer,
-        learning_rate=fv.learning_rate, lr_decay=fv.lr_decay, clip_norm=fv.clip_norm,
+        learning_rate=fv.learning_rate, lr_decay=fv.lr_decay, warmup_steps=fv.warmup_steps,
+        clip_norm=fv.clip_norm,
         seed=fv.seed, jit_compile=fv.xla, log_every=fv.log_every, eval_every=fv.eval_every,
         checkpoint_every=fv.checkpoint_every, keep_checkpoints=fv.keep_checkpoints,
         gumbel_fraction=fv.gumbel_fraction, progress=fv.progress,
@@ -491,9 +509,7 @@ def check_run_flags(flag_values=FLAGS):
     if fv.decoder_cell != "lstm" and fv.model != "seq2seq":
         raise FlagError("decoder_cell", f"chooses the seq2seq decoder's recurrent cell; "
                         f"--model={fv.model} has none")
-    if fv.optimizer != "sgd" and fv.lr_decay != "none":
-        raise FlagError("lr_decay", f"{fv.lr_decay!r} is the SGD step decay; use it with "
-                        f"--optimizer=sgd (got --optimizer={fv.optimizer})")
+    check_schedule_flags(fv)
     if fv.xla and fv.strategy != "default" and fv.mode in ("train", "train_eval"):
         from acvi_tf.training.trainer import XLA_REPLICAS_MESSAGE, xla_replicas_supported
         if not xla_replicas_supported():

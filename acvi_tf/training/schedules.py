@@ -92,6 +92,28 @@ class StepDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "num_decays": self.num_decays}
 
 
+COSINE_FINAL_FRACTION = 0.1  # the cosine schedule ends at this fraction of the peak rate
+
+
+def warmup_cosine_schedule(peak, total_steps, warmup_steps=0, final_fraction=COSINE_FINAL_FRACTION):
+    """Linear warm-up from 0 to ``peak`` over ``warmup_steps``, then cosine decay to
+    ``final_fraction * peak`` at ``total_steps`` (and constant after):
+
+        lr(t) = peak * t / W                                        for t < W
+        lr(t) = peak * (f + (1 - f) (1 + cos(pi (t - W) / (T - W))) / 2)   for W <= t <= T
+
+    (Loshchilov & Hutter's cosine annealing, with the warm-up of Goyal et al.; Keras'
+    ``CosineDecay``)."""
+    warmup_steps = int(warmup_steps)
+    if not 0 <= warmup_steps < int(total_steps):
+        raise ValueError(f"warmup_steps={warmup_steps} must be below train_steps="
+                         f"{total_steps}")
+    return keras.optimizers.schedules.CosineDecay(
+        0.0 if warmup_steps else float(peak), decay_steps=int(total_steps) - warmup_steps,
+        alpha=float(final_fraction), warmup_target=float(peak) if warmup_steps else None,
+        warmup_steps=warmup_steps)
+
+
 def luong_sgd_schedule(initial, total_steps, num_decays=4):
     """nmt's luong234: start decaying at 2/3 of training, ``num_decays`` halvings."""
     start = int(total_steps * 2 / 3)

@@ -46,7 +46,9 @@ class TrainConfig:
     train_steps: int = 1000            # total optimiser steps
     optimizer: str = "adam"            # "adam" (default settings) or "sgd"
     learning_rate: float = 1e-3        # initial learning rate
-    lr_decay: str = "none"             # "none" or "luong" (halve 4 times in the last third)
+    lr_decay: str = "none"             # "none", "luong" (SGD: halve 4 times in the last
+                                       # third) or "cosine" (warm-up, then cosine to 10%)
+    warmup_steps: int = 0              # "cosine": linear warm-up from 0 over these steps
     clip_norm: float = 5.0             # global-norm gradient clipping (0: off)
     seed: int = 0                      # run seed: parameters, dropout, ACVI noise
     jit_compile: bool = False          # XLA-compile the training step
@@ -74,12 +76,20 @@ class TrainConfig:
 def make_optimizer(config, precision="float32"):
     """The optimiser of ``config``; wrapped in ``keras.optimizers.LossScaleOptimizer`` (dynamic
     loss scaling, :mod:`acvi_tf.training.step`) for a ``mixed_float16`` model."""
+    lr = config.learning_rate
+    if config.lr_decay == "cosine":
+        lr = schedules.warmup_cosine_schedule(config.learning_rate, config.train_steps,
+                                              config.warmup_steps)
+    elif config.lr_decay == "luong":
+        if config.optimizer != "sgd":
+            raise ValueError(f"--lr_decay=luong is the SGD step decay; use it with "
+                             f"--optimizer=sgd (got --optimizer={config.optimizer})")
+        lr = schedules.luong_sgd_schedule(config.learning_rate, config.train_steps)
+    elif config.lr_decay != "none":
+        raise ValueError(f"--lr_decay={config.lr_decay!r}: choose none, luong or cosine")
     if config.optimizer == "adam":
-        optimizer = Adam(config.learning_rate)  # keras' Adam, cheaper to trace
+        optimizer = Adam(lr)  # keras' Adam, cheaper to trace
     elif config.optimizer == "sgd":
-        lr = config.learning_rate
-        if config.lr_decay == "luong":
-            lr = schedules.luong_sgd_schedule(config.learning_rate, config.train_steps)
         optimizer = keras.optimizers.SGD(lr)
     else:
         raise ValueError(f"--optimizer={config.optimizer!r}: choose adam or sgd")

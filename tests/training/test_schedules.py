@@ -1,7 +1,8 @@
-"""The summarization phase schedule of Appendix A / Table 5."""
+"""The summarization phase schedule of Appendix A / Table 5, and the learning-rate schedules."""
 
 import pytest
 
+from acvi_tf.training import schedules
 from acvi_tf.training.schedules import ModeSchedule, PhaseSchedule
 
 
@@ -48,3 +49,31 @@ def test_fit_reproduces_table5_and_scales_it():
     assert flat.phases == ((10, 30, 8),) and flat.phase(9)["coverage"] is False
     with pytest.raises(ValueError, match="coverage"):
         PhaseSchedule.fit(10, 10, 30, 8)
+
+
+def test_warmup_cosine_schedule_is_its_closed_form():
+    import math
+    peak, total, warm, f = 2e-3, 1000, 100, schedules.COSINE_FINAL_FRACTION
+    lr = schedules.warmup_cosine_schedule(peak, total, warm)
+
+    def closed(t):
+        if t < warm:
+            return peak * t / warm
+        t = min(t, total)
+        return peak * (f + (1 - f) * (1 + math.cos(math.pi * (t - warm) / (total - warm))) / 2)
+    for t in (0, 1, 50, 99, 100, 101, 400, 550, 999, 1000, 1500):
+        assert float(lr(t)) == pytest.approx(closed(t), rel=1e-5, abs=1e-12), t
+    no_warmup = schedules.warmup_cosine_schedule(peak, total)
+    assert float(no_warmup(0)) == pytest.approx(peak) and float(no_warmup(total)) == \
+        pytest.approx(f * peak)
+    with pytest.raises(ValueError, match="warmup_steps=1000 must be below train_steps=1000"):
+        schedules.warmup_cosine_schedule(peak, total, total)
+
+
+def test_make_optimizer_takes_the_cosine_schedule_for_adam_and_refuses_luong():
+    from acvi_tf.training.trainer import TrainConfig, make_optimizer
+    opt = make_optimizer(TrainConfig(model_dir="", learning_rate=1e-3, train_steps=200,
+                                     lr_decay="cosine", warmup_steps=20))
+    assert float(opt.learning_rate) == 0.0  # the first step of the warm-up
+    with pytest.raises(ValueError, match="--lr_decay=luong is the SGD step decay"):
+        make_optimizer(TrainConfig(model_dir="", lr_decay="luong"))
