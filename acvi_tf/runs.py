@@ -25,6 +25,7 @@ from acvi_tf.utils import provenance
 from acvi_tf.metrics import diversity
 from acvi_tf.models import build_model
 from acvi_tf.models.seq2seq import ModelConfig
+from acvi_tf.training import hparams
 from acvi_tf.training.trainer import TrainConfig, is_chief, make_optimizer
 from acvi_tf.training.warm_start import copy_matching
 from acvi_tf.utils import manifest
@@ -223,7 +224,8 @@ def add_diversity(data, log=None):
 def finish_results(model_dir, data, log=None):
     """Merges a run's results into ``results.json``, adding the total wall time, the
     diversity of every decode (:func:`add_diversity`) and the run's ``provenance``
-    (:func:`acvi_tf.utils.provenance.summary`; this ends the run's open segment)."""
+    (:func:`acvi_tf.utils.provenance.summary`; this ends the run's open segment), then
+    writes the run's TensorBoard HParams session (:func:`write_hparams`)."""
     path = os.path.join(model_dir, "results.json")
     previous = load_json(path) if os.path.exists(path) else {}
     train_seconds = data.get("train_wall_time_sec", previous.get("train_wall_time_sec", 0.0))
@@ -234,7 +236,19 @@ def finish_results(model_dir, data, log=None):
     results = update_results(model_dir, **data)
     if log:
         log(f"results: {path}")
+    if is_chief():
+        write_hparams(model_dir, results)
     return results
+
+
+def write_hparams(model_dir, results):
+    """The run's row of TensorBoard's HParams dashboard (:mod:`acvi_tf.training.hparams`):
+    its settings from ``run_config.json`` and ``model_config.json`` (either may be
+    missing, e.g. for the copy-the-source baseline) and its final metrics from
+    ``results``, into ``<model_dir>/hparams/``."""
+    model_config_path = os.path.join(model_dir, "model_config.json")
+    model_config = load_json(model_config_path) if os.path.exists(model_config_path) else None
+    return hparams.write_session(model_dir, results, load_run_config(model_dir), model_config)
 
 
 # ---------------------------------------------------------------------------

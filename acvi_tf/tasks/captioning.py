@@ -317,7 +317,7 @@ class CaptioningEvaluator(Evaluator):
         images = {}
         if 0 in attention and attention[0].size:
             images["attention_sample_0"] = summaries.attention_image(attention[0])
-        return {"scalars": scalars, "texts": texts, "images": images}
+        return summaries.eval_output(scalars, texts, images)
 
     def evaluate(self, model, step, model_dir):
         """Beam-decodes val and test, scores them, writes ``decode_{split}.tsv``; returns

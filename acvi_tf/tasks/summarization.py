@@ -342,7 +342,7 @@ class SummarizationEvaluator(Evaluator):
         images = {}
         if 0 in attention and attention[0].size:
             images["attention_sample_0"] = summaries.attention_image(attention[0])
-        return {"scalars": scalars, "texts": texts, "images": images}
+        return summaries.eval_output(scalars, texts, images)
 
     def evaluate(self, model, step, model_dir, suffix="", split="test"):
         """Decodes the first ``max_eval_pairs`` articles of ``split`` with the final

@@ -230,12 +230,13 @@ class TranslationEvaluator(Evaluator):
                    "dev_distinct_2": div["distinct_2"], "dev_decode_seconds": watch.seconds()}
         texts = {f"sample_{i}": f"**src:** {srcs[i]}\n\n**ref:** {refs[i]}\n\n**hyp:** {hyps[i]}"
                  for i in range(min(2, n))}
-        texts["dev_bleu"] = (f"{bleu} on {n} dev sentences, beam "
-                             f"{self.decode.options(final)['beam_width']}")
+        # Its own tag: under "dev_bleu" the text would hide the scalar curve.
+        texts["dev_bleu_signature"] = (f"{bleu} on {n} dev sentences, beam "
+                                       f"{self.decode.options(final)['beam_width']}")
         images = {}
         if 0 in attention and attention[0].size:
             images["attention_sample_0"] = summaries.attention_image(attention[0])
-        return {"scalars": scalars, "texts": texts, "images": images}
+        return summaries.eval_output(scalars, texts, images)
 
     def evaluate(self, model, step, model_dir):
         """Decodes dev and test with the final settings; writes decodes, prints BLEU.

@@ -58,11 +58,15 @@ def _cli(args, env, stdin=None, module="experiments.translate"):
 
 
 def _event_tags(model_dir):
+    """{(run, tag): the TensorBoard plugins that wrote it} over the run's event files
+    (train/, eval/, hparams/): TensorBoard shows a tag of a run on one dashboard only."""
     import tensorflow as tf
-    tags = set()
+    tags = {}
     for path in glob.glob(os.path.join(model_dir, "*", "events.out.tfevents.*")):
+        run = os.path.basename(os.path.dirname(path))
         for event in tf.compat.v1.train.summary_iterator(path):
-            tags.update(v.tag for v in event.summary.value)
+            for v in event.summary.value:
+                tags.setdefault((run, v.tag), set()).add(v.metadata.plugin_data.plugin_name)
     return tags
 
 
@@ -96,10 +100,14 @@ def test_train_eval_then_decode_from_a_file(tmp_path, env):
     with open(os.path.join(model_dir, "decode_test.txt")) as f:
         test_hyps = f.read().split("\n")[:20]
     assert len(test_hyps) == 20
-    # Validation wrote dev BLEU, sample translations and an attention image.
+    # Validation wrote dev BLEU (its sacrebleu signature under a tag of its own), sample
+    # translations and an attention image; each tag by one plugin.
     tags = _event_tags(model_dir)
-    for tag in ("dev_bleu", "dev_nll", "sample_0", "attention_sample_0", "nll", "kl"):
-        assert tag in tags, (tag, tags)
+    for run, tag, plugin in (("eval", "dev_bleu", "scalars"), ("eval", "dev_nll", "scalars"),
+                             ("eval", "dev_bleu_signature", "text"), ("eval", "sample_0", "text"),
+                             ("eval", "attention_sample_0", "images"), ("train", "nll", "scalars"),
+                             ("train", "kl", "scalars"), ("hparams", "test_bleu", "scalars")):
+        assert tags.get((run, tag)) == {plugin}, (run, tag, tags)
 
     # --mode=decode rebuilds the model from model_dir: on the test sources it
     # reproduces the decode of the training run exactly.
