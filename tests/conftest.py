@@ -75,9 +75,37 @@ def pytest_collection_modifyitems(config, items):
         items[:] = durations.order(items, durations.load(), workers)
 
 
+# A test that checked a declared refusal (tests/experiments/test_every_variant.py: a
+# combination the code refuses, with the message it must refuse it with) records this
+# user property; it is counted as "refused" in the summary line, apart from the passed
+# and the skipped tests.
+REFUSED_AS_DECLARED = "refused_as_declared"
+
+
+def _refused_as_declared(report):
+    return report.when == "call" and report.passed and any(
+        key == REFUSED_AS_DECLARED for key, _ in getattr(report, "user_properties", ()))
+
+
+def pytest_report_teststatus(report, config):
+    """Declared refusals: their own category ("refused", letter "r") in the summary line."""
+    if _refused_as_declared(report):
+        return "refused", "r", "REFUSED AS DECLARED"
+    return None
+
+
 def pytest_terminal_summary(terminalreporter):
-    """Skipped tests grouped by their reason, with the command that enables the metric ones."""
+    """Declared refusals grouped by message; skipped tests grouped by their reason, with the
+    command that enables the metric ones."""
     import collections
+    refused = [r for r in terminalreporter.stats.get("refused", []) if _refused_as_declared(r)]
+    if refused:
+        counts = collections.Counter(value for r in refused
+                                     for key, value in r.user_properties
+                                     if key == REFUSED_AS_DECLARED)
+        terminalreporter.section("refused as declared (not skips: each refusal checked)")
+        for message, n in sorted(counts.items()):
+            terminalreporter.write_line(f"{n:4d}  {message}")
     skipped = terminalreporter.stats.get("skipped", [])
     if not skipped:
         return

@@ -119,16 +119,120 @@ def test_single_component_kl_equals_closed_form():
     np.testing.assert_allclose(mc, closed, atol=0.1, rtol=0.05)
 
 
+def _np_bound(a, mu, lss):
+    """The closed form sum_i a_i KL(N(mu_i, diag e^lss_i) || N(0, I)), numpy, for one row
+    (a [N]) or many (a [..., N] against mu, lss [N, D])."""
+    component = 0.5 * (np.exp(lss) + mu ** 2 - 1.0 - lss).sum(-1)  # [N]
+    return (a * component).sum(-1)
+
+
 @pytest.mark.parametrize("seed,spread", [(0, 1.0), (5, 0.1), (7, 3.0)])
-def test_closed_form_bound_is_never_below_the_kl(seed, spread):
+def test_closed_form_bound_is_the_closed_form_and_never_below_the_kl(seed, spread):
+    """The bound equals sum_i a^i KL(N(h_i, sigma_i^2) || N(0, I)) written out in numpy
+    (so an overestimate fails), and is at least a 100,000-sample numpy estimate of the KL."""
     scores, mask, memory, lss = _mixture(seed, spread)
     a = masked_softmax(scores, mask).numpy()
     component_kl = acvi_lib.gaussian_kl_to_standard(memory, lss)
     bound = acvi_lib.kl_mixture_bound(a, component_kl).numpy()
     rng = np.random.default_rng(seed)
     for b in range(B):
+        np.testing.assert_allclose(bound[b], _np_bound(a[b], memory[b].astype(np.float64),
+                                                       lss[b].astype(np.float64)),
+                                   rtol=1e-5, atol=1e-5)
         kl = _np_kl_large_sample(a[b], memory[b], lss[b], 100_000, rng)
         assert bound[b] >= kl - 0.02, (bound[b], kl)
+
+
+T_STEPS, K_SAMPLES = 3, 4
+
+
+def _distinct_steps(seed=6):
+    """Attention scores that differ at every one of T_STEPS decoder steps, [B, T, N]."""
+    _, mask, memory, lss = _mixture(seed)
+    rng = np.random.default_rng(seed + 100)
+    scores = (2.0 * rng.normal(size=[B, T_STEPS, N])).astype(np.float32)
+    log_probs = tf.nn.log_softmax(tf.where(mask[:, None, :], scores, -1e9)).numpy()
+    return log_probs, mask, memory, lss
+
+
+def _deferred(variant, log_probs, mask, memory, lss, step_mask):
+    memory_state = {"memory": tf.constant(memory), "mask": tf.constant(mask),
+                    "seed": tf.constant(11),
+                    "variant": acvi_lib.mixture_terms(tf.constant(memory), tf.constant(lss))}
+    out = variant.deferred_aux({"log_probs": tf.constant(log_probs)}, memory_state,
+                               tf.constant(step_mask, tf.float32))
+    return {k: v.numpy() for k, v in out.items()}
+
+
+def test_kl_samples_over_distinct_steps_against_a_numpy_loop(monkeypatch):
+    """kl_samples = K > 1 over T distinct decoder steps: the MC KL of step t averages,
+    over the K draws taken from step t's own mixture, log p_t(c) - log N(c; 0, I).
+
+    The reference is a numpy loop over (b, t, k): every draw the variant takes is recorded
+    with the attention it was drawn from, assigned to the step with that attention (each
+    step must own exactly K), and scored with that step's mixture density in numpy; the
+    bound of step t is sum_i a_t^i KL_i in numpy. Per-step values are read through one-hot
+    step masks (the deferred terms are sums over the masked steps)."""
+    log_probs, mask, memory, lss = _distinct_steps()
+    recorded = []
+    ancestral = acvi_lib.ancestral_sample
+
+    def recording(log_probs_rows, *args):
+        draws = ancestral(log_probs_rows, *args)
+        recorded.append((np.asarray(log_probs_rows), draws.numpy()))
+        return draws
+    monkeypatch.setattr(acvi_lib, "ancestral_sample", recording)
+    variant = ACVI(D, kl_samples=K_SAMPLES)
+    per_step = [_deferred(variant, log_probs, mask, memory, lss, np.eye(T_STEPS)[[t] * B])
+                for t in range(T_STEPS)]
+    total = _deferred(variant, log_probs, mask, memory, lss, np.ones([B, T_STEPS]))
+    assert len(recorded) == T_STEPS + 1
+    for _, again in recorded[1:]:  # the same seed: the same draws in every call
+        np.testing.assert_array_equal(again, recorded[0][1])
+    rows, draws = recorded[0]
+    a = np.exp(log_probs.astype(np.float64))
+    mu, var_log = memory.astype(np.float64), lss.astype(np.float64)
+    expected_mc = np.zeros([B, T_STEPS])
+    for b in range(B):
+        owners = [[t for t in range(T_STEPS) if np.array_equal(rows[b, r], log_probs[b, t])]
+                  for r in range(rows.shape[1])]
+        assert all(len(o) == 1 for o in owners), owners  # each draw from one step's a_t
+        for t in range(T_STEPS):
+            mine = [r for r in range(rows.shape[1]) if owners[r] == [t]]
+            assert len(mine) == K_SAMPLES, (b, t, owners)
+            x = draws[b, mine].astype(np.float64)  # [K, D]
+            log_prior = -0.5 * (x ** 2 + np.log(2 * np.pi)).sum(-1)
+            expected_mc[b, t] = np.mean(_np_mixture_logpdf(x, a[b, t], mu[b], var_log[b])
+                                        - log_prior)
+    expected_bound = np.stack([_np_bound(a[b], mu[b], var_log[b]) for b in range(B)])
+    for t in range(T_STEPS):
+        np.testing.assert_allclose(per_step[t]["kl_mc"], expected_mc[:, t], rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(per_step[t]["kl"], expected_mc[:, t], rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(per_step[t]["kl_bound"], expected_bound[:, t], rtol=1e-5,
+                                   atol=1e-5)
+    np.testing.assert_allclose(total["kl_mc"], expected_mc.sum(1), rtol=1e-4, atol=1e-3)
+    assert np.ptp(expected_bound, axis=1).min() > 1e-2  # the steps do differ
+
+
+def test_bound_estimator_penalises_the_closed_form_of_every_valid_step():
+    """kl_estimator='bound' over distinct steps with a padded last step: ``kl`` (what the
+    loss weighs) and the logged ``kl_bound`` are sum_{t valid} sum_i a_t^i KL_i, written out
+    in numpy; with kl_reduce='mean' and free bits, max(bound_t, free bits) / D."""
+    log_probs, mask, memory, lss = _distinct_steps(seed=9)
+    step_mask = np.ones([B, T_STEPS], np.float32)
+    step_mask[1, -1] = 0.0
+    a = np.exp(log_probs.astype(np.float64))
+    bound = np.stack([_np_bound(a[b], memory[b].astype(np.float64),
+                                lss[b].astype(np.float64)) for b in range(B)])  # [B, T]
+    out = _deferred(ACVI(D, kl_estimator="bound"), log_probs, mask, memory, lss, step_mask)
+    np.testing.assert_allclose(out["kl"], (bound * step_mask).sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out["kl_bound"], (bound * step_mask).sum(1), rtol=1e-5,
+                               atol=1e-5)
+    free = float(np.median(bound))
+    out = _deferred(ACVI(D, kl_estimator="bound", kl_reduce="mean", kl_free_bits=free),
+                    log_probs, mask, memory, lss, step_mask)
+    np.testing.assert_allclose(out["kl"], (np.maximum(bound, free) / D * step_mask).sum(1),
+                               rtol=1e-5, atol=1e-5)
 
 
 def _step(variant, scores, mask, memory, lss, training, time=0):

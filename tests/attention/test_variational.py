@@ -150,3 +150,96 @@ def test_training_lowers_both_the_sampled_and_the_soft_nll_and_decodes():
     batch = {k: tf.constant(v) for k, v in task.batch_at(1000).items()}
     out = model.decode(batch, beam_width=2, max_length=6)
     assert out["ids"].shape[:2] == (16, 2)
+
+
+def test_the_models_reinforce_term_and_gradient_equal_the_standalone_estimator(monkeypatch):
+    """Inside Seq2Seq's teacher forcing (training, one seed), against the standalone
+    estimator on the same samples.
+
+    Recorded at every step: the variant's hard context and prior a_t, and every call of
+    the output head with the context it was given. From them, outside the model: z_t is
+    the memory row the hard context equals, log p(y_t | h_{z_t}) and log p(y_t | c_t^soft)
+    are the head's outputs for the calls whose context is h_{z_t} and sum_i a_t^i h_i
+    (numpy), r_t their difference, and the standalone surrogate is
+    sum_t m_t reinforce_surrogate(r_t, log q_t(z_t)) with log q from the inference
+    network's logits. The model's summed ``reward`` is sum_t m_t r_t, its ``reinforce`` is
+    0 in value and weighs 1 in the objective, and its gradient equals the standalone one
+    for every weight (the inference network's and the encoder's nonzero; the decoder's
+    and the head's zero, the reward being a constant)."""
+    keras.utils.set_random_seed(0)
+    batch = {k: tf.constant(v) for k, v in
+             ReverseTask(vocab_size=V, batch_size=3, min_len=2, max_len=5, seed=4)
+             .batch_at(0).items()}
+    model = Seq2Seq(ModelConfig(src_vocab_size=V, tgt_vocab_size=V, embed_dim=8,
+                                encoder_units=4, decoder_units=8, attention_units=8,
+                                head_units=8, attention="variational"))
+    model.build_for_checkpoint(batch)
+    assert model.loss_weights()["reinforce"] == 1.0
+    steps = {}
+    now = []  # the step being run
+    step = VariationalAttention.step
+    head = model.decoder.head
+    head_call = head.call
+
+    def recording_step(self, scores, memory_state, state, training=False):
+        out = step(self, scores, memory_state, state, training=training)
+        now.append(int(state["time"]))
+        steps[now[-1]] = {"hard": out[0].numpy(), "prior": out[1].numpy(),
+                          "memory": memory_state["memory"].numpy(), "head": []}
+        return out
+
+    def recording_head(s, c, *args, **kwargs):
+        out = head_call(s, c, *args, **kwargs)
+        steps[now[-1]]["head"].append((c.numpy(), out[0].numpy()))
+        return out
+    monkeypatch.setattr(VariationalAttention, "step", recording_step)
+    monkeypatch.setattr(head, "call", recording_head)
+    seed = tf.constant(7)
+    with tf.GradientTape() as tape:
+        out = model.teacher_forced(batch, training=True, seed=seed)
+        reinforce = tf.reduce_sum(out["reinforce"])
+    g_model = tape.gradient(reinforce, model.trainable_variables)
+    monkeypatch.undo()
+
+    y = batch["tgt_out"].numpy()
+    m = (y != 0).astype(np.float32)
+    length = y.shape[1]
+    rows = np.arange(len(y))
+    assert sorted(steps) == list(range(length))
+    z = np.zeros(y.shape, np.int64)
+    reward = np.zeros(y.shape)
+    for t in range(length):
+        memory = steps[t]["memory"]
+        distance = np.abs(memory - steps[t]["hard"][:, None, :]).sum(-1)  # [B, N]
+        z[:, t] = distance.argmin(-1)
+        assert np.all(distance.min(-1) == 0.0), distance  # the hard context is a real h_i
+        soft = np.einsum("bn,bnd->bd", steps[t]["prior"], memory)
+
+        def head_at(context):
+            found = [lp for c, lp in steps[t]["head"] if np.allclose(c, context, atol=1e-5)]
+            assert found, (t, "no head output at this context")
+            return found[0][rows, y[:, t]]
+        reward[:, t] = head_at(memory[rows, z[:, t]]) - head_at(soft)
+    np.testing.assert_allclose(out["reward"].numpy(), (reward * m).sum(1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["reinforce"].numpy(), 0.0, atol=1e-6)
+    assert np.abs(reward * m).max() > 1e-3
+
+    with tf.GradientTape() as tape:
+        memory_state, _ = model.start(batch, training=True, seed=seed, with_targets=True)
+        log_q = tf.nn.log_softmax(memory_state["variant"]["q_logits"], axis=-1)  # [B, T, N]
+        log_q_z = tf.gather(log_q, tf.constant(z), batch_dims=2)
+        standalone = tf.reduce_sum(reinforce_surrogate(tf.constant(reward, tf.float32),
+                                                       log_q_z) * m)
+    g_standalone = tape.gradient(standalone, model.trainable_variables)
+    nonzero = []
+    for v, a, b in zip(model.trainable_variables, g_model, g_standalone):
+        a = np.zeros(v.shape) if a is None else tf.convert_to_tensor(a).numpy()
+        b = np.zeros(v.shape) if b is None else tf.convert_to_tensor(b).numpy()
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=v.path)
+        if np.abs(b).max() > 1e-6:
+            nonzero.append(v.path)
+    assert any("q_bilinear" in p for p in nonzero), nonzero
+    assert any("q_bilstm" in p for p in nonzero), nonzero
+    assert any(p.startswith("encoder/") for p in nonzero), nonzero
+    assert not any(p.startswith(("head/", "lstm_0/", "score/", "embedding/"))
+                   for p in nonzero), nonzero

@@ -28,13 +28,36 @@ def test_other_load_is_the_machines_busy_time_minus_ours_over_the_window(monkeyp
     assert meter.stop() == 0.0
 
 
+def _busy_ticks():
+    """The machine's non-idle clock ticks, read here: user nice system irq softirq steal
+    of /proc/stat's first line (proc(5); idle and iowait are the idle ones)."""
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
+    return user + nice + system + irq + softirq + steal
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 def test_on_this_machine_it_reads_proc_and_gives_cores():
-    meter = OtherLoad([os.getpid()]).start()
-    time.sleep(1.0)
+    """Over a 1-second window in which this process itself burns CPU, the meter's answer
+    equals the same window's counters read here: (the machine's busy ticks - this process'
+    CPU time by os.times()) / wall seconds, up to the counters' 10 ms ticks and the few
+    microseconds between the two sets of readings (whatever else runs on the machine)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    cpus = os.cpu_count() or 1
+    before = (time.monotonic(), _busy_ticks(), sum(os.times()[:2]))
+    meter = OtherLoad().start()
+    spin_until = time.process_time() + 0.4
+    while time.process_time() < spin_until:  # ours: must not count as another's load
+        pass
+    time.sleep(max(0.0, 1.0 - (time.monotonic() - before[0])))
     others = meter.stop()
-    # /proc counts in clock ticks (10 ms): over 1 s, a few ticks of rounding either way.
-    assert others is not None and 0.0 <= others <= 1.1 * (os.cpu_count() or 1)
+    after = (time.monotonic(), _busy_ticks(), sum(os.times()[:2]))
+    wall = after[0] - before[0]
+    reference = ((after[1] - before[1]) / tick - (after[2] - before[2])) / wall
+    # a tick per CPU either way at each end of both windows, and the meter's own rounding
+    slack = (4 * cpus + 2) / tick / wall + 0.002
+    assert others is not None
+    assert abs(others - max(0.0, reference)) <= slack, (others, reference, slack)
 
 
 def test_idle_is_decided_by_the_other_processes_during_timing():

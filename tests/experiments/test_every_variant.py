@@ -20,12 +20,17 @@ video features), in process:
   to words through ``cnndm.outputids2words`` (an id past the example's own article
   OOVs is an error there).
 
-A combination the code refuses when the model is built (a ``ValueError`` from the
-constructor, e.g. the Transformer with a context variant or a latent) or when the
-flags are checked (``FlagError``) is skipped with the refusal as the reason; when
-only coverage is refused (the Transformer in summarization), the pointer-generator
-run goes on without coverage. Real failures are marked ``xfail(strict=True)`` in
-:data:`KNOWN_FAILURES` with where they come from.
+The combinations the code refuses are declared in :data:`REFUSED` with the exact
+message: the Transformer refuses every context variant but soft attention (``none``
+included) and every latent, in every task (a ``ValueError`` when the model is built).
+For a declared pair the test checks that the model refuses it with that message and
+counts as "refused as declared" in the summary (``tests/conftest.py``), apart from
+passes and skips. A refusal not declared fails (a ``ValueError`` from the constructor or
+a ``FlagError`` from the CLI's ``check_flags``), and so does a declared pair that builds.
+Where only coverage is refused (the Transformer in summarization,
+:data:`COVERAGE_REFUSED`), the pointer-generator run goes on without coverage. Real
+failures are marked ``xfail(strict=True)`` in :data:`KNOWN_FAILURES` with where they come
+from.
 """
 
 import math
@@ -44,6 +49,8 @@ from experiments import caption, summarize, translate
 from experiments import flags as xflags
 from acvi_tf.models import build_model
 from acvi_tf.tasks.base import resumable_train_data
+# The user property by which tests/conftest.py counts a test as "refused as declared".
+from tests.conftest import REFUSED_AS_DECLARED
 TASKS = ("translate", "summarize", "caption")
 CLI = {"translate": translate, "summarize": summarize, "caption": caption}
 TRAIN_STEPS = 3
@@ -79,7 +86,7 @@ def _variants():
         if m == "seq2seq":  # the machine every row above runs on
             continue
         out.append((f"model:{m}", [f"--model={m}"]))
-        # The other parts on this model: run, or skipped with the model's own refusal.
+        # The other parts on this model: run, or refused as declared in REFUSED.
         out += [(f"model:{m}+attention:{a}", [f"--model={m}", f"--attention={a}"])
                 for a in attention_lib.available() if a != "soft"]
         out += [(f"model:{m}+latent:{v}", [f"--model={m}", f"--latent={v}"])
@@ -89,6 +96,30 @@ def _variants():
 
 # (variant id, task) -> where the failure comes from (file, line, what); xfail(strict).
 KNOWN_FAILURES = {}
+
+
+def _transformer_refusal(task, attention="soft", latent=""):
+    """The Transformer's refusal (acvi_tf/models/transformer.py) of the seq2seq-only settings
+    of a run: --attention other than soft, --coverage (on in the summarize smoke profile),
+    --latent."""
+    coverage = task == "summarize"
+    named = [flag for flag, is_set in (("--attention", attention != "soft"),
+                                       ("--coverage", coverage), ("--latent", bool(latent)))
+             if is_set]
+    return (f"transformer: {', '.join(named)} apply to the seq2seq model only "
+            f"(got attention={attention!r}, coverage={coverage}, latent={latent!r})")
+
+
+# (variant id, task) -> the exact message of the ValueError the model raises when built.
+# Every pair refused must be here, and every pair here must be refused.
+REFUSED = {
+    **{(f"model:transformer+attention:{a}", task): _transformer_refusal(task, attention=a)
+       for a in ("acvi", "gaussian", "none", "structured", "variational") for task in TASKS},
+    **{(f"model:transformer+latent:{v}", task): _transformer_refusal(task, latent=v)
+       for v in ("ved", "vrnmt") for task in TASKS},
+}
+# (variant id, task) -> the refusal of coverage alone: the run goes on with --nocoverage.
+COVERAGE_REFUSED = {("model:transformer", "summarize"): _transformer_refusal("summarize")}
 
 
 def _params():
@@ -106,8 +137,9 @@ def _params():
 # Settings: the task CLI's flags, profile and checks
 # ---------------------------------------------------------------------------
 
-def _settings(task, args):
-    """The task's FlagValues after parsing, the smoke profile and its checks."""
+def _settings(task, args, variant):
+    """The task's FlagValues after parsing, the smoke profile and its checks; the CLI
+    refuses no variant (a ``FlagError`` fails the test)."""
     module = CLI[task]
     fv = flags.FlagValues()
     module.define_flags(fv)
@@ -116,29 +148,44 @@ def _settings(task, args):
     try:
         module.check_flags(fv)
     except xflags.FlagError as e:
-        pytest.skip(f"refused by experiments/{task}.py check_flags: {e}")
+        pytest.fail(f"{variant} in {task}: refused by experiments/{task}.py check_flags, "
+                    f"a refusal not declared in REFUSED: {e}")
     return fv
 
 
-def _config_or_skip(task, args, make_config):
-    """The ModelConfig of the run; skips a combination the model refuses to build."""
-    fv = _settings(task, args)
+def _config_or_refusal(task, variant, args, make_config, request=None):
+    """``(fv, config)`` of a run that builds, or None for a pair refused as declared in
+    :data:`REFUSED` (the refusal's message checked exactly; the test is then counted as
+    refused as declared). An undeclared refusal and a declared pair that builds fail."""
+    fv = _settings(task, args, variant)
     config = make_config(fv)
+    declared = REFUSED.get((variant, task), COVERAGE_REFUSED.get((variant, task)))
     try:
         build_model(config)
     except ValueError as e:
-        refusal = str(e)
-        if config.coverage and "coverage" in refusal:
-            # Only coverage is refused (e.g. the Transformer): the pointer run goes on.
-            fv = _settings(task, list(args) + ["--nocoverage", "--coverage_steps=0"])
+        if declared is None:
+            pytest.fail(f"{variant} in {task}: refused when the model is built, a refusal "
+                        f"not declared in REFUSED: {e}")
+        assert str(e) == declared, (variant, task)
+        if (variant, task) in COVERAGE_REFUSED:  # the pointer run goes on without coverage
+            fv = _settings(task, list(args) + ["--nocoverage", "--coverage_steps=0"], variant)
             config = make_config(fv)
-            try:
-                build_model(config)
-                return fv, config
-            except ValueError as e2:
-                refusal = str(e2)
-        pytest.skip(f"declared incompatible when the model is built: {refusal}")
+            build_model(config)
+            return fv, config
+        if request is not None:
+            request.node.user_properties.append((REFUSED_AS_DECLARED, str(e)))
+        return None
+    if declared is not None:
+        pytest.fail(f"{variant} in {task}: declared refused ({declared!r}) but the model "
+                    "builds: remove it from REFUSED")
     return fv, config
+
+
+def test_every_declared_refusal_is_a_tested_pair():
+    """A declared pair that no longer exists (a renamed variant or task) fails, not lingers."""
+    pairs = {(vid, task) for vid, _ in _variants() for task in TASKS}
+    assert set(REFUSED) <= pairs, sorted(set(REFUSED) - pairs)
+    assert set(COVERAGE_REFUSED) <= pairs, sorted(set(COVERAGE_REFUSED) - pairs)
 
 
 # ---------------------------------------------------------------------------
@@ -359,8 +406,11 @@ def _check_decodes(out, extended_size, config, batch_size):
 def test_trains_and_beam_decodes(variant, args, task, request):
     import tensorflow as tf
     data = request.getfixturevalue(f"{task}_task")
+    settings = _config_or_refusal(task, variant, args, data.model_config, request)
+    if settings is None:  # refused as declared: checked, nothing to train
+        return
+    fv, config = settings
     if task != "summarize":
-        fv, config = _config_or_skip(task, args, data.model_config)
         model = _train(config, fv, data.train_data(fv))
         out = _beam_decode(model, data.decode_batch, data.signature(tf), None, fv)
         _check_decodes(out, data.extended_size(data.decode_batch), config,
@@ -368,7 +418,6 @@ def test_trains_and_beam_decodes(variant, args, task, request):
         return
 
     from acvi_tf.data import cnndm
-    fv, config = _config_or_skip(task, args, data.model_config)
     pointer = config.head == "pointer"
     assert pointer, "the summarize smoke profile is the pointer-generator"
     phases = summarize.schedule(fv)
@@ -393,7 +442,8 @@ def test_beam_search_never_emits_pad_or_bos(translate_task):
     """Deterministic: the output bias pushes <pad> and <s> to the top; the search must
     still never pick them (they are never targets)."""
     import tensorflow as tf
-    fv, config = _config_or_skip("translate", ["--attention=soft"], translate_task.model_config)
+    fv, config = _config_or_refusal("translate", "attention:soft", ["--attention=soft"],
+                                    translate_task.model_config)
     model = build_model(config)
     model.build_for_checkpoint({k: tf.constant(v) for k, v in
                                 translate_task.train_batches[0].items()})

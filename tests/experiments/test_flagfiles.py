@@ -54,8 +54,22 @@ def model_config(module, fv):
     return summarize.model_config(Vocab([f"w{i}" for i in range(96)]), fv)
 
 
-def test_there_are_flagfiles():
-    assert len(CONFIGS) > 20, CONFIGS
+def test_the_parametrized_flagfiles_are_every_flagfile_on_disk_and_every_table_row():
+    """The flagfiles the test below parses are exactly the ``*.flags`` files under
+    experiments/configs, at any depth (listed here with os.walk), and they include the
+    flagfile of every table row and of the ACVI study grid: none is left unparsed."""
+    parametrized = {os.path.relpath(p, tables.CONFIG_DIR) for p in CONFIGS + STUDY_CONFIGS}
+    on_disk = {os.path.relpath(os.path.join(d, f), tables.CONFIG_DIR)
+               for d, _, files in os.walk(tables.CONFIG_DIR) for f in files
+               if f.endswith(".flags")}
+    assert parametrized == on_disk
+    named = {flagfile for runs in tables.TABLES.values() for _, flagfile, _ in runs if flagfile}
+    assert named and named <= parametrized, sorted(named - parametrized)
+    from experiments.acvi_study import grid
+    repo = os.path.dirname(os.path.dirname(tables.CONFIG_DIR))
+    study = {os.path.relpath(os.path.join(repo, path), tables.CONFIG_DIR)
+             for path in (grid.MULTI30K_PAPER, grid.CNNDM_PAPER)}
+    assert study <= parametrized, sorted(study - parametrized)
 
 
 @pytest.mark.parametrize("path", CONFIGS + STUDY_CONFIGS,

@@ -1,5 +1,7 @@
 """METEOR 1.5 through pycocoevalcap's jar: acvi_tf.metrics.meteor."""
 
+import os
+
 import pytest
 
 from acvi_tf.metrics import meteor
@@ -27,20 +29,38 @@ def test_identical_is_one_in_exact_mode():
     assert "-m exact" in r["command"] and "-norm" in r["command"]
 
 
+# The METEOR 1.5 jar run directly, as acvi_tf/metrics/meteor.py runs it, on this fixed pair
+# (in a scratch directory; M = <site-packages>/pycocoevalcap/meteor):
+#   printf 'the children played in the big garden\nhe bought an automobile yesterday\n' > hyp.txt
+#   printf 'in the garden the child plays\nhe purchased a car\n' > ref.txt
+#   java -Xmx2G -jar $M/meteor-1.5.jar hyp.txt ref.txt -l en -norm -m exact
+#   java -Xmx2G -jar $M/meteor-1.5.jar hyp.txt ref.txt -l en -norm -a $M/data/paraphrase-en.gz
+# printed (Segment N score, Precision, Recall, fMean, Fragmentation penalty, Final score):
+JAR_PAIR = (["the children played in the big garden", "he bought an automobile yesterday"],
+            ["in the garden the child plays", "he purchased a car"])
+JAR_EXACT = dict(segments=[0.20893855095087172, 0.04733727810650888],
+                 precision=0.2692307692307692, recall=0.35, fmean=0.33492822966507174,
+                 fragmentation_penalty=0.5738114998740221, score=0.14274255985080597)
+JAR_FULL = dict(segments=[0.3913438194881703, 0.37427848216235593],
+                precision=0.6153846153846155, recall=0.8000000000000002,
+                fmean=0.76555023923445, fragmentation_penalty=0.4995319244411238,
+                score=0.3831334549733024)
+
+
 @needs_java
-def test_exact_and_full_mode_differ_on_stems_and_synonyms():
-    hyp = ["the children played in the garden", "he bought an automobile"]
-    ref = ["the child plays in the garden", "he purchased a car"]
-    exact = meteor.meteor(hyp, ref, mode="exact")
-    full = meteor.meteor(hyp, ref, mode="full")
-    assert exact["modules"] == ["exact"]
-    expected = ["exact", "stem", "synonym"] + (["paraphrase"] if meteor.paraphrase_table() else [])
-    assert full["modules"] == expected
-    # stem (children/child, played/plays) and synonym (bought/purchased,
-    # automobile/car) matches only count in full mode.
-    assert full["score"] > exact["score"] + 0.2
-    assert all(f > e for f, e in zip(full["segments"], exact["segments"]))
-    assert 0.0 <= exact["score"] < 0.5 and full["score"] <= 1.0
+def test_exact_and_full_mode_equal_the_jar_run_directly():
+    """Both modes against the numbers the METEOR 1.5 jar printed for JAR_PAIR (the commands
+    above): the final score, each segment's, precision, recall, fMean and the fragmentation
+    penalty are all distinct here, so parsing the wrong line fails. Full mode counts the
+    stem (children/child, played/plays), synonym (bought/purchased) and paraphrase
+    (automobile/car) matches that exact mode does not."""
+    hyp, ref = JAR_PAIR
+    for mode, jar, modules in (("exact", JAR_EXACT, ["exact"]),
+                               ("full", JAR_FULL, ["exact", "stem", "synonym", "paraphrase"])):
+        r = meteor.meteor(hyp, ref, mode=mode)
+        assert r["modules"] == modules, r
+        for key, value in jar.items():
+            assert r[key] == pytest.approx(value, rel=1e-9, abs=1e-12), (mode, key, r)
 
 
 @needs_java
@@ -51,8 +71,18 @@ def test_multiple_references():
     assert "-r 2" in r["command"]
 
 
-def test_paraphrase_table_is_shipped():
-    if meteor.missing_requirements() and "pycocoevalcap" in meteor.missing_requirements():
-        pytest.skip("pycocoevalcap not installed")
-    path = meteor.paraphrase_table()
-    assert path is None or path.endswith("paraphrase-en.gz")
+def test_the_jar_and_paraphrase_table_are_the_installed_pycocoevalcap_ones():
+    """The jar and the English paraphrase table (full mode's fourth module) are the files
+    pycocoevalcap==1.2 installs, located here through importlib; the table is the real
+    ~60 MB file (a Git-LFS pointer or a truncated download would turn the module off)."""
+    import importlib.util
+    spec = importlib.util.find_spec("pycocoevalcap")
+    if spec is None:
+        pytest.skip("the pycocoevalcap package is not installed: pip install pycocoevalcap==1.2")
+    home = os.path.join(list(spec.submodule_search_locations)[0], "meteor")
+    assert meteor.meteor_jar() == os.path.join(home, "meteor-1.5.jar")
+    table = os.path.join(home, "data", "paraphrase-en.gz")
+    assert meteor.paraphrase_table() == table
+    assert os.path.getsize(table) > 50_000_000
+    with open(table, "rb") as f:
+        assert f.read(2) == b"\x1f\x8b"  # gzip

@@ -1,5 +1,6 @@
 """Output heads: Eq. (4) and the pointer-generator mixture of Eqs. (5)-(6); coverage (Eqs. 7-9)."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -96,11 +97,57 @@ def test_coverage_off_mode_has_no_coverage_loss_and_freezes_w_k():
 
 
 def test_pointer_beam_search_feeds_oovs_back_as_unk():
+    """A copied article OOV is fed to the next step as <unk>, checked against a hand-built
+    extended vocabulary: the pointer head is made to copy only (p_gen ~ 1e-13), so every
+    output word is an article word and OOVs are emitted; each beam's summed log-probability
+    equals the teacher-forced log-likelihood of its words, with the decoder inputs looked
+    up by hand (<s>, then each emitted word's id in the base vocabulary, <unk> if absent)."""
+    keras.utils.set_random_seed(0)
+    vocab = ["<pad>", "<unk>", "<s>", "</s>", "cat", "sat"]  # the base vocabulary, V = 6
+    assert len(vocab) == V
+    articles = [["zorblat", "cat", "quixby", "sat"], ["quixby", "zorblat", "zorblat"]]
+    oovs = sorted({w for a in articles for w in a if w not in vocab})  # one list for the batch
+    extended = vocab + oovs  # ids V, V+1, ... are the article OOVs
+    n = max(len(a) for a in articles)
+    src = np.zeros([B, n], np.int32)
+    src_ext = np.zeros([B, n], np.int32)
+    for b, article in enumerate(articles):
+        src[b, :len(article)] = [vocab.index(w) if w in vocab else 1 for w in article]
+        src_ext[b, :len(article)] = [extended.index(w) for w in article]
+    batch = {"src": tf.constant(src), "src_ext": tf.constant(src_ext),
+             "max_oovs": tf.constant(len(oovs))}
     model = _pointer_model(attention="acvi")
-    out = model.decode(_pointer_batch(), beam_width=3, max_length=5)
-    ids = out["ids"].numpy()
-    assert ids.max() < V + 2  # within the extended vocabulary
-    assert np.all(np.isfinite(out["scores"].numpy()))
+    model.build_for_checkpoint(dict(batch, tgt_in=tf.constant([[2]] * B),
+                                    tgt_out=tf.constant([[4]] * B)))
+    # Weights x5: at Keras' initial scale the attention hardly depends on the decoder's
+    # input, and the likelihoods below could not tell one fed-back word from another.
+    for v in model.trainable_variables:
+        v.assign(5.0 * v)
+    model.decoder.head.p_gen_layer.bias.assign([-30.0])  # copy only
+    beam, length = 3, 5
+    out = model.decode(batch, beam_width=beam, max_length=length)
+    ids, lengths = out["ids"].numpy(), out["lengths"].numpy()
+    assert np.all(lengths == length)  # </s> is not in the articles: never copied
+    words = [[extended[i] for i in ids[b, k]] for b in range(B) for k in range(beam)]
+    for i, hyp in enumerate(words):
+        assert set(hyp) <= set(articles[i // beam]), hyp
+    assert any(w not in vocab for hyp in words for w in hyp[:-1])  # OOVs are fed back
+
+    def forced_log_likelihood(oov_id):
+        """sum_t log P(y_t) with <s> and the emitted words fed back, an OOV as oov_id."""
+        fed = [[2] + [vocab.index(w) if w in vocab else oov_id for w in hyp[:-1]]
+               for hyp in words]
+        return -model.teacher_forced({
+            "src": tf.constant(np.repeat(src, beam, 0)),
+            "src_ext": tf.constant(np.repeat(src_ext, beam, 0)),
+            "max_oovs": tf.constant(len(oovs)),
+            "tgt_in": tf.constant(fed, tf.int32),
+            "tgt_out": tf.constant(ids.reshape(B * beam, length), tf.int32)})["nll"].numpy()
+    scores = out["log_probs"].numpy().reshape(-1)
+    np.testing.assert_allclose(forced_log_likelihood(vocab.index("<unk>")), scores,
+                               rtol=1e-5, atol=1e-4)
+    for other in ("cat", "sat"):  # the check can tell the word fed back
+        assert np.abs(forced_log_likelihood(vocab.index(other)) - scores).max() > 0.1, other
 
 
 def _in_loop_and_after_loop(model, batch, monkeypatch):
