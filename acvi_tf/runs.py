@@ -12,9 +12,11 @@ names the setting at fault, so a CLI can report it as a flag error).
 import contextlib
 import dataclasses
 import fcntl
+import glob
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 
@@ -54,8 +56,8 @@ def locked_run_dir(model_dir):
     into ``model_dir``: a second process is refused with a :class:`RunError` naming the
     holder's pid, instead of resuming from the first one's checkpoints and mixing files
     with it. The lock dies with its process (a SIGKILL frees it). A directory this call
-    created is removed again if the run fails before writing anything into it but the
-    lock and the record of its start (:func:`run_segment`)."""
+    created is removed again if the run fails before its first checkpoint (a failed first
+    run leaves nothing behind; a later failure leaves the directory as it was)."""
     if os.path.exists(model_dir) and not os.path.isdir(model_dir):
         raise RunError(f"--model_dir={model_dir} is a file, not a directory")
     created = not os.path.exists(model_dir)
@@ -81,10 +83,16 @@ def locked_run_dir(model_dir):
     finally:
         fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
-        if created and not ok and set(os.listdir(model_dir)) <= {LOCK_FILE, PROVENANCE_FILE}:
-            for name in os.listdir(model_dir):
-                os.remove(os.path.join(model_dir, name))
-            os.rmdir(model_dir)
+        if created and not ok and not _holds_a_trained_state(model_dir):
+            # a first run that failed before its first checkpoint: nothing in it is worth
+            # resuming, and its vocabulary or configs would only block the corrected rerun
+            shutil.rmtree(model_dir, ignore_errors=True)
+
+
+def _holds_a_trained_state(model_dir):
+    """Whether ``model_dir`` holds a checkpoint or results (what a failed run keeps)."""
+    return (os.path.exists(os.path.join(model_dir, "results.json"))
+            or bool(glob.glob(os.path.join(model_dir, "ckpt", "ckpt-*"))))
 
 
 def log(message):

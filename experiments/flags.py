@@ -34,7 +34,7 @@ from acvi_tf.tasks.base import DecodeConfig, RunInfo
 from acvi_tf.utils import manifest
 from acvi_tf.utils.precision import PRECISIONS
 from acvi_tf.training.schedules import KL_ANNEALING
-from acvi_tf.training.trainer import TrainConfig
+from acvi_tf.training.trainer import TrainConfig, TrainingDiverged
 from acvi_tf.training.trainer import is_chief
 from acvi_tf.training.trainer import make_strategy as _make_strategy
 
@@ -115,7 +115,7 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                         "new or empty directory); its serving_default signature decodes "
                         "with the run's final decoding settings.", flag_values=fv)
     flags.DEFINE_integer("seed", 0, "Run seed: parameters, data order, dropout, ACVI noise.",
-                         flag_values=fv)
+                         lower_bound=0, flag_values=fv)
     flags.DEFINE_bool("xla", False, "XLA-compile the training step (batches are padded to "
                       "--pad_multiple so few shapes are compiled).", flag_values=fv)
     flags.DEFINE_enum("strategy", "default", STRATEGIES, "tf.distribute strategy.",
@@ -625,7 +625,7 @@ def run_guarded(body, errors=(), model_dir=None, mode=None, module=None):
         raise FlagError(e.field, e.detail) from None
     except DataError as e:
         raise SystemExit(f"error: data missing or malformed: {e}") from None
-    except (FileNotFoundError, RunError, manifest.StoredFileError) as e:
+    except (FileNotFoundError, RunError, manifest.StoredFileError, TrainingDiverged) as e:
         raise SystemExit(f"error: {e}") from None
     except OSError as e:
         if not e.filename:  # an OS error about no file in particular keeps its traceback

@@ -362,6 +362,11 @@ class TranslationTask(Task):
         batches = Batches(src_ids, tgt_ids, c.batch_size, seed=c.seed,
                              max_src_len=c.max_length, max_tgt_len=c.max_length,
                              overlong=c.overlong, num_buckets=c.num_buckets)
+        if not batches.num_examples:
+            raise ConfigError("max_length", f"{c.max_length} keeps none of the "
+                              f"{batches.num_input_examples:,} training pairs (each has a "
+                              f"side longer than that); raise it, or --overlong=truncate "
+                              f"cuts them instead")
         steps = train_config.train_steps
         self.log(f"train: {batches.num_examples:,} pairs ({batches.num_filtered:,} filtered), "
                  f"{batches.num_batches():,} batches of <= {c.batch_size} per epoch "

@@ -74,15 +74,16 @@ def train_step(model, optimizer, batch, seed, clip_norm=5.0, anneal=None, num_re
         apply_if = tf.math.is_finite(total_loss)
         ok = apply_if & (tf.math.is_finite(grad_norm) | (scale > MIN_LOSS_SCALE))
 
-    if num_replicas == 1:
+    if num_replicas == 1 and not tf.distribute.has_strategy():
         def apply():
             optimizer.apply_gradients(zip(grads, variables))
             return tf.constant(True)
         # A non-finite step is not applied, so the in-memory model stays good too.
         tf.cond(apply_if, apply, lambda: tf.constant(False))
     else:
-        # A synchronisation point cannot sit inside tf.cond across replicas. The host
-        # still stops before any save, so the last good checkpoint is what remains.
+        # A synchronisation point cannot sit inside tf.cond under a tf.distribute
+        # strategy, even with one replica (apply_gradients' merge_call). The host still
+        # stops before any save, so the last good checkpoint is what remains.
         optimizer.apply_gradients(zip(grads, variables))
     metrics = {name: v / tf.maximum(global_tokens, 1.0) for name, v in terms.items()
                if name != "num_tokens"}

@@ -36,6 +36,13 @@ def _cli(args, env=None, module="experiments.translate"):
     ("--gumbel_fraction=2", "--gumbel_fraction"),
     ("--init_from=/nonexistent", "/nonexistent holds no trained run"),
     ("--noise_warmup_steps=10", "--noise_warmup_steps: scales ACVI's sampled context noise"),
+    # issue 40: a numpy traceback before, and the directory left behind
+    ("--seed=-5", "--seed"),
+    ("--warmup_steps=10", "--warmup_steps: is the warm-up of --lr_decay=cosine"),
+    # issue 40: a ZeroDivisionError before, and a vocabulary left behind
+    ("--max_length=1", "--max_length: 1 keeps none of the"),
+    # a non-finite loss before the first checkpoint: the one-line message, nothing kept
+    ("--learning_rate=1e30", "non-finite loss or gradient at step"),
 ])
 def test_a_bad_flag_is_named_and_nothing_is_written(tmp_path, flag, message):
     model_dir = tmp_path / "run"

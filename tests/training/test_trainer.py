@@ -214,8 +214,8 @@ MIRRORED = textwrap.dedent("""
         cfg = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, embed_dim=8, encoder_units=8,
                           decoder_units=8, attention_units=8, head_units=8, attention="soft",
                           precision=precision)
-        for name in ("default", "mirrored"):
-            strategy = make_strategy(name, num_devices=2)
+        for name, devices in (("default", 2), ("mirrored", 2), ("mirrored1", 1)):
+            strategy = make_strategy(name.rstrip("1"), num_devices=devices)
             tc = TrainConfig(model_dir=os.path.join(sys.argv[1], precision, name),
                              train_steps=3, learning_rate=0.01, clip_norm=0.5, progress=False,
                              eval_every=0)
@@ -232,7 +232,8 @@ MIRRORED = textwrap.dedent("""
 
 
 def test_mirrored_strategy_on_two_cpu_devices_matches_one_device(tmp_path):
-    """Two replicas with half a batch each take the same steps as one device (soft attention,
+    """Two replicas with half a batch each, and MirroredStrategy on one device (it crashed
+    in merge_call before: issue 40), take the same steps as one device (soft attention,
     no dropout, so that no per-replica noise is involved); clipping uses the global norm.
     The same with mixed_float16's loss scaling (each replica unscales its gradients before
     they are summed), to float16's precision."""
@@ -247,5 +248,11 @@ def test_mirrored_strategy_on_two_cpu_devices_matches_one_device(tmp_path):
         assert one["loss_scale"] == two["loss_scale"] == (
             2.0 ** 15 if precision == "mixed_float16" else None)
         for a, b in zip(one["weights"], two["weights"]):
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=10 * tolerance,
+                                       atol=tolerance)
+        # MirroredStrategy on one device (a user's single GPU): trains, the same steps
+        alone = out[f"{precision}/mirrored1"]
+        assert alone["replicas"] == 1 and alone["loss_scale"] == one["loss_scale"]
+        for a, b in zip(one["weights"], alone["weights"]):
             np.testing.assert_allclose(np.array(a), np.array(b), rtol=10 * tolerance,
                                        atol=tolerance)
