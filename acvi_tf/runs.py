@@ -28,7 +28,8 @@ from acvi_tf.metrics import diversity
 from acvi_tf.models import build_model
 from acvi_tf.models.seq2seq import ModelConfig
 from acvi_tf.training import hparams
-from acvi_tf.training.trainer import TrainConfig, is_chief, make_optimizer
+from acvi_tf.training.trainer import (TrainConfig, checkpoint_files, is_chief,
+                                      make_optimizer)
 from acvi_tf.training.warm_start import copy_matching
 from acvi_tf.utils import manifest
 
@@ -92,7 +93,7 @@ def locked_run_dir(model_dir):
 def _holds_a_trained_state(model_dir):
     """Whether ``model_dir`` holds a checkpoint or results (what a failed run keeps)."""
     return (os.path.exists(os.path.join(model_dir, "results.json"))
-            or bool(glob.glob(os.path.join(model_dir, "ckpt", "ckpt-*"))))
+            or bool(checkpoint_files(model_dir)))
 
 
 def log(message):

@@ -34,7 +34,8 @@ from acvi_tf.tasks.base import DecodeConfig, RunInfo
 from acvi_tf.utils import manifest
 from acvi_tf.utils.precision import PRECISIONS
 from acvi_tf.training.schedules import KL_ANNEALING
-from acvi_tf.training.trainer import TrainConfig, TrainingDiverged
+from acvi_tf.training.trainer import (CheckpointError, TrainConfig, TrainingDiverged,
+                                      check_resume)
 from acvi_tf.training.trainer import is_chief
 from acvi_tf.training.trainer import make_strategy as _make_strategy
 
@@ -510,6 +511,13 @@ def check_run_flags(flag_values=FLAGS):
         raise FlagError("decoder_cell", f"chooses the seq2seq decoder's recurrent cell; "
                         f"--model={fv.model} has none")
     check_schedule_flags(fv)
+    if fv.mode in ("train", "train_eval") and fv.model_dir and os.path.isdir(fv.model_dir):
+        # a resume that cannot go on is refused before anything of the run is written
+        # (the Trainer checks again, under the run directory's lock)
+        try:
+            check_resume(os.path.abspath(fv.model_dir), fv.train_steps, log=lambda m: None)
+        except CheckpointError as e:
+            raise SystemExit(f"error: {e}") from None
     if fv.xla and fv.strategy != "default" and fv.mode in ("train", "train_eval"):
         from acvi_tf.training.trainer import XLA_REPLICAS_MESSAGE, xla_replicas_supported
         if not xla_replicas_supported():
@@ -625,7 +633,8 @@ def run_guarded(body, errors=(), model_dir=None, mode=None, module=None):
         raise FlagError(e.field, e.detail) from None
     except DataError as e:
         raise SystemExit(f"error: data missing or malformed: {e}") from None
-    except (FileNotFoundError, RunError, manifest.StoredFileError, TrainingDiverged) as e:
+    except (FileNotFoundError, RunError, manifest.StoredFileError, TrainingDiverged,
+            CheckpointError) as e:
         raise SystemExit(f"error: {e}") from None
     except OSError as e:
         if not e.filename:  # an OS error about no file in particular keeps its traceback

@@ -18,6 +18,7 @@ import dataclasses
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -37,6 +38,11 @@ from acvi_tf.utils.precision import check_precision, is_loss_scaled
 
 class TrainingDiverged(RuntimeError):
     """The loss or the gradients became non-finite; the update was not applied."""
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be read or written, or does not fit the run (a ``train_steps``
+    below its step); the message names the file or the step and what to do."""
 
 
 @dataclasses.dataclass
@@ -148,6 +154,130 @@ def make_strategy(name="default", num_devices=None):
     raise ValueError(f"--strategy={name!r}: choose default, mirrored or multiworker")
 
 
+def _stderr(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+TEMP_SUFFIX = "_temp"  # TensorFlow writes ckpt-N_temp/, then merges it into ckpt-N.*
+_PROBED = {}  # (prefix, files' sizes and times) -> readable: each checkpoint is read once
+
+
+def _checkpoint_dir(model_dir):
+    return os.path.join(model_dir, "ckpt")
+
+
+def checkpoint_files(model_dir):
+    """The ``ckpt/ckpt-N.index`` and ``.data-*`` files of ``model_dir`` (never the
+    ``ckpt-N_temp`` directory of a write that did not finish)."""
+    return sorted(p for p in glob.glob(os.path.join(_checkpoint_dir(model_dir), "ckpt-*"))
+                  if not p.endswith(TEMP_SUFFIX) and not os.path.isdir(p))
+
+
+def clean_temp_checkpoints(model_dir, log=_stderr):
+    """Removes what an unfinished checkpoint write leaves in ``model_dir/ckpt`` (its
+    ``ckpt-N_temp`` directory, a ``position-N.json.tmp``); says what it removed."""
+    for path in sorted(glob.glob(os.path.join(_checkpoint_dir(model_dir), "*" + TEMP_SUFFIX))
+                       + glob.glob(os.path.join(_checkpoint_dir(model_dir), "*.json.tmp"))):
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with _ignored(OSError):
+                os.remove(path)
+        log(f"removed {path}, left by a checkpoint write that did not finish")
+
+
+class _ignored:
+    def __init__(self, *types):
+        self.types = types
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        return kind is not None and issubclass(kind, self.types)
+
+
+def checkpoint_is_readable(prefix):
+    """Whether every tensor of checkpoint ``prefix`` reads back: the index parses, and the
+    ``.data`` files hold every byte it points to with the checksum it records (a
+    truncated or garbled ``.data`` file fails here, not in the restore)."""
+    files = sorted(glob.glob(prefix + ".index") + glob.glob(prefix + ".data-*"))
+    key = (prefix, tuple((f, os.path.getsize(f), os.path.getmtime(f)) for f in files))
+    if key not in _PROBED:
+        try:
+            reader = tf.train.load_checkpoint(prefix)
+            for name in reader.get_variable_to_shape_map():
+                reader.get_tensor(name)
+            _PROBED[key] = True
+        except Exception:  # noqa: BLE001 - any failure to read makes it unreadable
+            _PROBED[key] = False
+    return _PROBED[key]
+
+
+def checkpoint_step(prefix):
+    """The step of ``.../ckpt-N`` (the Trainer numbers its checkpoints by step)."""
+    return int(prefix.rsplit("-", 1)[1])
+
+
+def readable_checkpoints(model_dir, log=_stderr):
+    """``[(step, prefix)]`` of every ``ckpt/ckpt-N`` of ``model_dir`` whose files can be
+    read (:func:`checkpoint_is_readable`), newest first. Found by listing the directory,
+    so a garbled or missing ``ckpt/checkpoint`` state file hides none of them."""
+    found = []
+    for index in glob.glob(os.path.join(_checkpoint_dir(model_dir), "ckpt-*.index")):
+        prefix = index[:-len(".index")]
+        try:
+            step = checkpoint_step(prefix)
+        except ValueError:
+            continue
+        if not checkpoint_is_readable(prefix):
+            log(f"WARNING: {prefix} cannot be read (truncated or garbled); skipped")
+            continue
+        found.append((step, prefix))
+    return sorted(found, reverse=True)
+
+
+def resume_checkpoint(model_dir, log=_stderr):
+    """The checkpoint a run in ``model_dir`` resumes from: the state file's, when it is
+    readable, else the newest readable one (said loudly). None when no checkpoint file
+    exists; checkpoint files none of which can be read are a :class:`CheckpointError`."""
+    ckpt_dir = _checkpoint_dir(model_dir)
+    try:
+        stated = tf.train.latest_checkpoint(ckpt_dir)
+    except Exception:  # noqa: BLE001 - a garbled state file: found by listing instead
+        stated = None
+    readable = readable_checkpoints(model_dir, log)
+    if stated and any(prefix == stated for _, prefix in readable):
+        return stated
+    if not readable:
+        if checkpoint_files(model_dir):
+            raise CheckpointError(
+                f"{ckpt_dir} holds checkpoint files but none can be read; refusing to start "
+                f"again from step 0 over them (move them away to start a new run)")
+        return None
+    state = os.path.join(ckpt_dir, "checkpoint")
+    why = (f"{state} names {stated}, which cannot be read" if stated else
+           f"{state} is missing or unreadable")
+    log(f"WARNING: {why}; resuming from the newest readable checkpoint "
+        f"{readable[0][1]} instead")
+    return readable[0][1]
+
+
+def check_resume(model_dir, train_steps, log=_stderr):
+    """The checkpoint a run of ``train_steps`` steps resumes from in ``model_dir`` (None
+    for a new run), checked before anything of the run is written: a ``train_steps``
+    below the checkpoint's step is a :class:`CheckpointError` naming both steps."""
+    latest = resume_checkpoint(model_dir, log)
+    if latest and checkpoint_step(latest) > train_steps:
+        step = checkpoint_step(latest)
+        raise CheckpointError(
+            f"--train_steps={train_steps} is below step {step} of the checkpoint {latest} "
+            f"this run would resume from; nothing was changed. Train on with "
+            f"--train_steps={step} or more, evaluate it with --mode=eval, or use a new "
+            f"--model_dir")
+    return latest
+
+
 class Trainer:
     """Trains a :class:`Seq2Seq` built by ``model_fn()`` inside the strategy scope.
 
@@ -199,6 +329,7 @@ class Trainer:
             self.ckpt, os.path.join(self.write_dir, "ckpt"), max_to_keep=config.keep_checkpoints)
         self._train_fns = {}
         self._built = False
+        self._saved_step = None  # the step of this session's last checkpoint
         self._seconds_before = 0.0  # training seconds of earlier sessions (the checkpoint's)
         self._since = None
         self._writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "train"))
@@ -229,41 +360,13 @@ class Trainer:
         return os.path.join(root, "ckpt", f"position-{int(step)}.json")
 
     def readable_checkpoints(self):
-        """``[(step, prefix)]`` of every ``ckpt/ckpt-N`` whose files can be read, newest
-        first. Found by listing the directory, so a garbled or missing ``ckpt/checkpoint``
-        state file hides none of them."""
-        found = []
-        for index in glob.glob(os.path.join(self.config.model_dir, "ckpt", "ckpt-*.index")):
-            prefix = index[:-len(".index")]
-            try:
-                step = int(prefix.rsplit("-", 1)[1])
-                tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-            except Exception:  # noqa: BLE001 - an unreadable checkpoint is skipped, and said
-                self.log(f"WARNING: {prefix} cannot be read; skipped")
-                continue
-            found.append((step, prefix))
-        return sorted(found, reverse=True)
+        """``[(step, prefix)]`` of the readable checkpoints, newest first
+        (:func:`readable_checkpoints`)."""
+        return readable_checkpoints(self.config.model_dir, self.log)
 
     def latest_checkpoint(self):
-        """The checkpoint to resume from: the state file's, when it is readable, else the
-        newest readable one (said loudly). None only when no checkpoint file exists."""
-        stated = tf.train.latest_checkpoint(os.path.join(self.config.model_dir, "ckpt"))
-        readable = self.readable_checkpoints()
-        if stated and any(prefix == stated for _, prefix in readable):
-            return stated
-        if not readable:
-            if glob.glob(os.path.join(self.config.model_dir, "ckpt", "ckpt-*")):
-                raise RuntimeError(
-                    f"{os.path.join(self.config.model_dir, 'ckpt')} holds checkpoint files but "
-                    f"none can be read; refusing to start again from step 0 over them (move "
-                    f"them away to start a new run)")
-            return None
-        state = os.path.join(self.config.model_dir, "ckpt", "checkpoint")
-        why = (f"{state} names {stated}, which cannot be read" if stated else
-               f"{state} is missing or unreadable")
-        self.log(f"WARNING: {why}; resuming from the newest readable checkpoint "
-                 f"{readable[0][1]} instead")
-        return readable[0][1]
+        """The checkpoint to resume from (:func:`resume_checkpoint`)."""
+        return resume_checkpoint(self.config.model_dir, self.log)
 
     def restore(self, path=None):
         """Restores ``path`` (default: :meth:`latest_checkpoint`); returns the saved data
@@ -317,8 +420,33 @@ class Trainer:
         with open(tmp, "w") as f:
             json.dump({"step": step, "position": position,
                        "train_seconds": self.train_seconds()}, f)
-        os.replace(tmp, self._position_path(step, write=True))
-        self.manager.save(checkpoint_number=step)
+        try:
+            os.replace(tmp, self._position_path(step, write=True))
+            self.manager.save(checkpoint_number=step)
+            self._saved_step = step
+        except (OSError, tf.errors.OpError) as e:
+            # A full disk: nothing of this checkpoint stays (its temp directory would
+            # block the rerun), and the state file still names the last good one.
+            self._remove_checkpoint_files(step)
+            reason = (e.strerror if isinstance(e, OSError) and e.strerror
+                      else re.sub(r"\s*\[Op:\w+\]", "", str(getattr(e, "message", e))
+                                  ).rsplit(";", 1)[-1].strip())
+            raise CheckpointError(
+                f"cannot write the checkpoint of step {step} in "
+                f"{os.path.join(self.write_dir, 'ckpt')} ({reason}); its partial files were "
+                f"removed, the last good checkpoint is "
+                f"{self.manager.latest_checkpoint or '(none yet)'}. Free space, then run the "
+                f"same command again to resume") from None
+
+    def _remove_checkpoint_files(self, step):
+        ckpt_dir = os.path.join(self.write_dir, "ckpt")
+        prefix = os.path.join(ckpt_dir, f"ckpt-{int(step)}")
+        shutil.rmtree(prefix + TEMP_SUFFIX, ignore_errors=True)
+        position = self._position_path(step, write=True)
+        for path in (glob.glob(prefix + ".index") + glob.glob(prefix + ".data-*")
+                     + [position, position + ".tmp"]):
+            with _ignored(OSError):
+                os.remove(path)
 
     # -- the step --------------------------------------------------------------
     def _replica_step(self, batch, step, num_replicas):
@@ -397,10 +525,13 @@ class Trainer:
         cfg = self.config
         end = min(cfg.train_steps, stop_at) if stop_at else cfg.train_steps
         if self.is_chief:
+            clean_temp_checkpoints(cfg.model_dir, self.log)
+        # before anything is written: a train_steps below the checkpoint's is refused
+        latest = check_resume(cfg.model_dir, cfg.train_steps, self.log)
+        if self.is_chief:
             cfg.save(os.path.join(cfg.model_dir, "train_config.json"))
         saved_position = None
         first = None
-        latest = self.latest_checkpoint()
         if latest:
             probe = iter(self.train_data(None))
             self._build(next(probe)[0])
@@ -451,8 +582,11 @@ class Trainer:
             bar.close()
         if first is None and latest is None:
             raise RuntimeError("train_steps is 0 and no checkpoint exists")
-        newest = self.manager.latest_checkpoint or latest
-        if not newest or int(newest.rsplit("-", 1)[1]) != step:
+        # (this session's last save, else the one it resumed from: the state file may
+        # name a newer checkpoint that could not be read and was resumed past)
+        newest = self._saved_step if self._saved_step is not None else (
+            checkpoint_step(latest) if latest else None)
+        if newest != step:
             self.save(position)
         if not self.is_chief:
             shutil.rmtree(self.write_dir, ignore_errors=True)

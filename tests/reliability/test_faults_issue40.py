@@ -1,0 +1,207 @@
+"""The faults of issue 40's second probe: each ends in one line (exit 1) or works, and
+leaves the run directory as it found it. A resume past the checkpoint's step, a
+truncated newest ``.data`` file, a full disk at a checkpoint, a bad flag value's help."""
+
+import errno
+import glob
+import os
+import shutil
+
+import pytest
+import tensorflow as tf
+
+from acvi_tf.training import trainer as trainer_lib
+from acvi_tf.training.trainer import CheckpointError
+from tests.reliability.test_bad_inputs import _cli
+from tests.training.test_trainer import _trainer as _acvi_trainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MIRROR = os.environ.get("ACVI_DATA_MIRROR", "/work/shared/data")
+SMOKE = ["--profile=smoke", "--mode=train"]
+
+
+def _env():
+    return {"ACVI_DATA_MIRROR": MIRROR}
+
+
+def _trainer(model_dir, steps, **kw):
+    return _acvi_trainer(model_dir, steps, attention="soft", gumbel_fraction=0.0, **kw)
+
+
+def _snapshot(path):
+    """Every file under ``path`` with its size and modification time."""
+    out = {}
+    for root, _, files in os.walk(path):
+        for name in files:
+            p = os.path.join(root, name)
+            st = os.stat(p)
+            out[os.path.relpath(p, path)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _short(stderr):
+    """stderr without TensorFlow's start-up log lines."""
+    return [line for line in stderr.splitlines()
+            if line.strip() and not line.startswith(("I0000", "WARNING: All log", "W0000"))]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One smoke translation run of 6 steps (checkpoints at 3 and 6), copied by each test."""
+    model_dir = str(tmp_path_factory.mktemp("issue40") / "run")
+    r = _cli(SMOKE + [f"--model_dir={model_dir}"], env=_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    return model_dir
+
+
+def _copy(trained, tmp_path):
+    model_dir = str(tmp_path / "run")
+    shutil.copytree(trained, model_dir)
+    return model_dir
+
+
+# -- 12: --train_steps below the checkpoint's step ------------------------------------------
+
+def test_train_steps_below_the_checkpoint_is_refused_and_nothing_is_rewritten(trained,
+                                                                               tmp_path):
+    model_dir = _copy(trained, tmp_path)
+    before = _snapshot(model_dir)
+    r = _cli(SMOKE + [f"--model_dir={model_dir}", "--train_steps=3"], env=_env())
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    assert "--train_steps=3 is below step 6 of the checkpoint" in r.stderr
+    assert "nothing was changed" in r.stderr
+    assert _snapshot(model_dir) == before  # flags.txt, provenance.json: untouched
+
+
+def test_the_trainer_refuses_train_steps_below_its_checkpoint(tmp_path):
+    _trainer(tmp_path, 4, checkpoint_every=2).train()
+    again = _trainer(tmp_path, 2, checkpoint_every=2)
+    saved = (tmp_path / "train_config.json").read_text()
+    with pytest.raises(CheckpointError, match="--train_steps=2 is below step 4"):
+        again.train()
+    assert (tmp_path / "train_config.json").read_text() == saved
+
+
+# -- 2: a truncated newest .data file -------------------------------------------------------
+
+def _truncate_data(prefix, by=1000):
+    for path in glob.glob(prefix + ".data-*"):
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) - by)
+
+
+def test_a_short_data_file_makes_a_checkpoint_unreadable(tmp_path):
+    _trainer(tmp_path, 4, checkpoint_every=2).train()
+    prefix = str(tmp_path / "ckpt" / "ckpt-4")
+    assert trainer_lib.checkpoint_is_readable(prefix)
+    _truncate_data(prefix, by=8)
+    assert not trainer_lib.checkpoint_is_readable(prefix)
+    assert [s for s, _ in trainer_lib.readable_checkpoints(str(tmp_path), log=lambda m: None)] \
+        == [2]
+
+
+def test_a_truncated_newest_data_file_resumes_from_the_one_before(trained, tmp_path):
+    model_dir = _copy(trained, tmp_path)
+    _truncate_data(os.path.join(model_dir, "ckpt", "ckpt-6"))
+    r = _cli(SMOKE + [f"--model_dir={model_dir}", "--train_steps=9"], env=_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    assert "ckpt-6 cannot be read" in r.stderr
+    assert "resumed from" in r.stderr and "ckpt-3 at step 3" in r.stderr
+    assert trainer_lib.checkpoint_is_readable(os.path.join(model_dir, "ckpt", "ckpt-6"))
+    assert trainer_lib.checkpoint_is_readable(os.path.join(model_dir, "ckpt", "ckpt-9"))
+
+
+def test_every_data_file_truncated_is_refused_before_anything_is_written(trained, tmp_path):
+    model_dir = _copy(trained, tmp_path)
+    for prefix in ("ckpt-3", "ckpt-6"):
+        _truncate_data(os.path.join(model_dir, "ckpt", prefix))
+    before = _snapshot(model_dir)
+    r = _cli(SMOKE + [f"--model_dir={model_dir}", "--train_steps=9"], env=_env())
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "holds checkpoint files but none can be read" in r.stderr
+    assert _snapshot(model_dir) == before
+
+
+# -- 1: a full disk at a checkpoint ----------------------------------------------------------
+
+def _full_disk(monkeypatch, fail_at):
+    """``io_ops.save_v2`` (the checkpoint's data write) fails with ENOSPC at the steps in
+    ``fail_at`` after leaving a partial temp file, as a full disk does."""
+    from tensorflow.python.ops import io_ops
+    real = io_ops.save_v2
+
+    def save_v2(prefix, *args, **kw):
+        path = prefix.numpy().decode() if hasattr(prefix, "numpy") else str(prefix)
+        if any(f"ckpt-{n}_temp" in path for n in fail_at):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + ".data-00000-of-00001.tempstate1", "wb") as f:
+                f.write(b"\0" * 100)
+            raise tf.errors.ResourceExhaustedError(
+                None, None, f"{path}; No space left on device [Op:SaveV2]")
+        return real(prefix, *args, **kw)
+    monkeypatch.setattr(io_ops, "save_v2", save_v2)
+
+
+def test_a_full_disk_at_a_later_checkpoint_leaves_the_last_good_one(tmp_path, monkeypatch):
+    run = _trainer(tmp_path, 6, checkpoint_every=2)
+    run.log = lambda m: None
+    _full_disk(monkeypatch, fail_at=[4])
+    with pytest.raises(CheckpointError, match=r"cannot write the checkpoint of step 4 .*No "
+                                              r"space left on device.*ckpt-2\. Free space"):
+        run.train()
+    left = sorted(os.listdir(tmp_path / "ckpt"))
+    assert left == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
+                    "position-2.json"], left
+    assert tf.train.latest_checkpoint(str(tmp_path / "ckpt")).endswith("ckpt-2")
+    monkeypatch.undo()
+    again = _trainer(tmp_path, 6, checkpoint_every=2)
+    again.train()
+    assert int(again.step.numpy()) == 6
+
+
+def test_a_temp_directory_left_behind_is_removed_at_start_up(tmp_path):
+    _trainer(tmp_path, 2, checkpoint_every=2).train()
+    temp = tmp_path / "ckpt" / "ckpt-4_temp"
+    temp.mkdir()
+    (temp / "part-00000-of-00001.data-00000-of-00001.tempstate7").write_bytes(b"\0" * 10)
+    again = _trainer(tmp_path, 4, checkpoint_every=2)
+    logged = []
+    again.log = logged.append
+    again.train()
+    assert not temp.exists()
+    assert any("ckpt-4_temp" in m and "removed" in m for m in logged), logged
+    assert int(again.step.numpy()) == 4
+
+
+ENOSPC_SCRIPT = '''
+import os, runpy, sys
+import tensorflow as tf
+from tensorflow.python.ops import io_ops
+real = io_ops.save_v2
+def save_v2(prefix, *args, **kw):
+    path = prefix.numpy().decode() if hasattr(prefix, "numpy") else str(prefix)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path + ".data-00000-of-00001.tempstate1", "wb").write(b"0" * 100)
+    raise tf.errors.ResourceExhaustedError(None, None, path + "; No space left on device")
+io_ops.save_v2 = save_v2
+runpy.run_module("experiments.translate", run_name="__main__", alter_sys=True)
+'''
+
+
+def test_a_full_disk_at_the_first_checkpoint_leaves_nothing_and_the_rerun_works(tmp_path):
+    script = tmp_path / "enospc.py"
+    script.write_text(ENOSPC_SCRIPT)
+    model_dir = str(tmp_path / "run")
+    env = dict(_env(), PYTHONPATH=ROOT)
+    r = _cli([*SMOKE, f"--model_dir={model_dir}", "--train_steps=3"], env=env,
+             module=str(script))
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    assert "cannot write the checkpoint of step 3" in r.stderr
+    assert "No space left on device" in r.stderr
+    assert not os.path.exists(model_dir)  # a failed first run leaves nothing behind
+    r = _cli([*SMOKE, f"--model_dir={model_dir}", "--train_steps=3"], env=_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert os.path.exists(os.path.join(model_dir, "ckpt", "ckpt-3.index"))
