@@ -258,4 +258,4 @@ def main(argv):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    app.run(xflags.cli_main(main))

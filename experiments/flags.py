@@ -15,6 +15,7 @@ Every flag error names the flag: absl reports bad enum/number values itself
 
 import ast
 import dataclasses
+import functools
 import inspect
 import os
 import sys
@@ -608,6 +609,20 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
         raise FlagError("model_dir", f"{model_dir} holds no trained model (run_config.json "
                         f"is missing); train first")
     return saved
+
+
+def cli_main(main):
+    """``main`` for ``app.run``: a flag error (:class:`FlagError`, any ``app.UsageError``)
+    ends in its one line, ``error: --flag: ...``, and exit code 1, not in the module's
+    help with the error below it (``--helpshort`` still prints the help)."""
+    @functools.wraps(main)
+    def run(argv):
+        try:
+            return main(argv)
+        except app.UsageError as e:
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            raise SystemExit(e.exitcode or 1) from None
+    return run
 
 
 def run_guarded(body, errors=(), model_dir=None, mode=None, module=None):

@@ -217,4 +217,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(xflags.cli_main(main))

@@ -205,3 +205,18 @@ def test_a_full_disk_at_the_first_checkpoint_leaves_nothing_and_the_rerun_works(
     r = _cli([*SMOKE, f"--model_dir={model_dir}", "--train_steps=3"], env=_env())
     assert r.returncode == 0, r.stderr[-3000:]
     assert os.path.exists(os.path.join(model_dir, "ckpt", "ckpt-3.index"))
+
+
+# -- 13: a flag error prints its line, not the module's help -------------------------------
+
+@pytest.mark.parametrize("module", ["experiments.translate", "experiments.summarize",
+                                    "experiments.caption"])
+def test_a_flag_error_is_one_line_without_the_help(tmp_path, module):
+    model_dir = tmp_path / "run"
+    r = _cli(["--profile=smoke", f"--model_dir={model_dir}", "--warmup_steps=10"],
+             module=module)
+    assert r.returncode == 1
+    assert _short(r.stderr) == [
+        "error: --warmup_steps: is the warm-up of --lr_decay=cosine (got --lr_decay=none)"], \
+        r.stderr[-3000:]
+    assert not model_dir.exists()
