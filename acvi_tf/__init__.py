@@ -12,3 +12,13 @@ import os as _os
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    """``acvi_tf.ACVIAttention``, the Keras layer (:mod:`acvi_tf.layers`), imported on first
+    use: ``import acvi_tf`` stays free of TensorFlow (the CLIs and the benchmark read
+    flags before XLA's settings are fixed by TensorFlow's import)."""
+    if name == "ACVIAttention":
+        from acvi_tf.layers import ACVIAttention
+        return ACVIAttention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

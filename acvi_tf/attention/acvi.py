@@ -125,13 +125,22 @@ def sample_mixed_context(weights, memory, sigma_sq, seed, noise_scale=None, memo
     multiplies the noise term: 0 gives the weighted mean, soft attention's context.
     ``memory_state`` (a decoder step's) lets teacher forcing sum the gradients of
     ``memory`` and ``sigma_sq`` after the loop (:meth:`ACVI.loop_invariants`).
+    ``weights`` [B, N] with a [2] ``seed`` (one decoder step), or [B, T, N] with [T, 2]
+    seeds, step t's noise drawn from the t-th (T query steps at once).
     """
-    mean = weighted_sum(weights, memory, memory_state, "memory")
-    std = tf.sqrt(weighted_sum(tf.square(weights), sigma_sq, memory_state, "sigma_sq") + 1e-20)
+    mean = _mix(weights, memory, memory_state, "memory")
+    std = tf.sqrt(_mix(tf.square(weights), sigma_sq, memory_state, "sigma_sq") + 1e-20)
     if noise_scale is not None:
         std = std * noise_scale
-    eps = ops.stateless_normal(tf.shape(mean), seed, mean.dtype)
-    return mean + std * eps
+    return mean + std * _normal_noise(mean, seed)
+
+
+def _normal_noise(mean, seed):
+    """eps ~ N(0, I) shaped like ``mean``: [B, D] from a [2] seed, or [B, T, D] whose step t
+    is drawn as [B, D] from the t-th of [T, 2] seeds (as decoder step t draws it)."""
+    if len(mean.shape) == 2:
+        return ops.stateless_normal(tf.shape(mean), seed, mean.dtype)
+    return _each_step(lambda s, m: ops.stateless_normal(tf.shape(m), s, m.dtype), seed, mean)
 
 
 def ancestral_sample(log_probs, memory, log_sigma_sq, seed):
@@ -153,6 +162,82 @@ def ancestral_sample(log_probs, memory, log_sigma_sq, seed):
 def relaxed_weights(logits, temperature, seed):
     """Eq. (23)'s z_t ~ RelaxedOneHotCategorical(temperature, a_t) (Gumbel-Softmax), [B, N]."""
     return tfd.RelaxedOneHotCategorical(temperature, logits=logits).sample(seed=seed)
+
+
+# The salts of the draws: decoder step t's seed is fold_seed(seed, t, STEP_SALT), and from
+# it come the Gumbel-Softmax weights (GUMBEL_SALT) and the noise of Eq. 24 (NOISE_SALT).
+# The KL's mixture draws, taken for all steps at once, use fold_seed(seed, STEP_SALT, KL_SALT).
+STEP_SALT, NOISE_SALT, GUMBEL_SALT, KL_SALT = 7919, 2, 3, 4
+
+
+def step_seed(seed, time):
+    """The [2] seed of decoder step ``time``'s draws."""
+    return fold_seed(seed, time, STEP_SALT)
+
+
+def step_seeds(seed, steps):
+    """[T, 2]: :func:`step_seed` of steps 0..T-1, so that T query steps at once (the Keras
+    layer) draw exactly what T decoder steps (the variant) draw one by one."""
+    return tf.map_fn(lambda t: step_seed(seed, t), tf.range(steps),
+                     fn_output_signature=tf.TensorSpec([2], tf.int32))
+
+
+def _fold_steps(seeds, salt):
+    """fold_seed(seed_t, salt) for each of [T, 2] step seeds."""
+    return tf.map_fn(lambda s: fold_seed(s, salt), seeds,
+                     fn_output_signature=tf.TensorSpec([2], tf.int32))
+
+
+def _each_step(draw, seeds, tensor):
+    """``draw(seeds[t], tensor[:, t])`` for every step t, stacked back on axis 1: each step
+    draws with one decoder step's shapes from its own seed, hence the same numbers."""
+    out = tf.map_fn(lambda args: draw(*args), (seeds, tf.experimental.numpy.moveaxis(tensor, 1, 0)),
+                    fn_output_signature=tensor.dtype)
+    return tf.experimental.numpy.moveaxis(out, 0, 1)
+
+
+def mixing_weights(logits, probs, mixing, temperature, seed):
+    """The weights that mix the components: a_t itself (Eq. 25, ``"weighted"``) or Eq. (23)'s
+    relaxed one-hot z_t ~ RelaxedOneHotCategorical(temperature, a_t) (``"gumbel"``).
+
+    One step: ``logits``/``probs`` [B, N], ``seed`` the step's [2] seed; T steps at once:
+    [B, T, N] and the [T, 2] :func:`step_seeds`."""
+    if mixing != "gumbel":
+        return probs
+    if len(logits.shape) == 2:
+        return relaxed_weights(logits, temperature, fold_seed(seed, GUMBEL_SALT))
+    return _each_step(lambda s, x: relaxed_weights(x, temperature, s),
+                      _fold_steps(seed, GUMBEL_SALT), logits)
+
+
+def posterior_context(logits, memory, sigma_sq, seed, mixing="weighted", temperature=0.5,
+                      sample=True, noise_scale=None, memory_state=None):
+    """The context c_t of Eqs. (23)-(25) and the attention it came from: (c, a, log a).
+
+    ``logits`` are masked scores (padding at a large negative value: zero weight), [B, N]
+    for one decoder step with ``seed`` its :func:`step_seed`, or [B, T, N] for T query
+    steps at once with ``seed`` the [T, 2] :func:`step_seeds`. ``sample`` False gives
+    the posterior mean sum_i a_t^i h_i of Eq. (19), used for decoding. The ACVI variant's
+    step and the Keras layer (:mod:`acvi_tf.layers`) both compute their context here.
+    """
+    log_probs = tf.nn.log_softmax(logits)
+    probs = tf.exp(log_probs)
+    if not sample:
+        return _mix(probs, memory, memory_state, "memory"), probs, log_probs
+    weights = mixing_weights(logits, probs, mixing, temperature, seed)
+    noise_seed = (fold_seed(seed, NOISE_SALT) if len(logits.shape) == 2
+                  else _fold_steps(seed, NOISE_SALT))
+    context = sample_mixed_context(weights, memory, sigma_sq, noise_seed, noise_scale,
+                                   memory_state)
+    return context, probs, log_probs
+
+
+def _mix(weights, value, memory_state, name):
+    """sum_i w_i x_i for weights [B, N] (through :func:`weighted_sum`, whose gradient
+    teacher forcing may sum after the loop) or [B, T, N] (one batched product)."""
+    if len(weights.shape) == 3:
+        return tf.einsum("btn,bnd->btd", tf.cast(weights, value.dtype), value)
+    return weighted_sum(weights, value, memory_state, name)
 
 
 def kl_mixture_mc(log_probs, terms, samples):
@@ -206,6 +291,73 @@ def kl_mixture_bound(probs, component_kl):
     return tf.reduce_sum(probs * component_kl, axis=-1)
 
 
+def kl_per_step(log_probs, memory, terms, seed, kl_samples=1, kl_estimator="mc"):
+    """Both estimates of Eq. (22)'s KL[p(c_t; D) || p(c_t)] at every step: (MC, bound), [B, T].
+
+    ``log_probs`` [B, T, N] (log a_t of each step), ``terms`` from :func:`mixture_terms`,
+    ``seed`` the run's (the draws use fold_seed(seed, STEP_SALT, KL_SALT)). The MC
+    estimate averages ``kl_samples`` exact mixture draws per step
+    (:func:`ancestral_sample`, :func:`kl_mixture_mc`); the bound is
+    :func:`kl_mixture_bound`. Only the one ``kl_estimator`` names carries a gradient
+    (the other is for logging). The ACVI variant's deferred aux terms and the Keras
+    layer's KL loss both come from here.
+    """
+    shape = tf.shape(log_probs)
+    draws = ancestral_sample(tf.repeat(log_probs, kl_samples, axis=1), memory,
+                             terms["log_sigma_sq"], fold_seed(seed, STEP_SALT, KL_SALT))
+    draws = tf.reshape(draws, [shape[0], shape[1], kl_samples, -1])  # K draws per step
+    kl_bound = kl_mixture_bound(tf.exp(log_probs), terms["component_kl"][:, None, :])
+    if kl_estimator == "mc":
+        kl_mc = kl_mixture_mc(log_probs, terms, draws)
+    else:  # logged only: no backward pass through it
+        kl_mc = kl_mixture_mc(*tf.nest.map_structure(tf.stop_gradient,
+                                                     (log_probs, terms, draws)))
+    return kl_mc, kl_bound
+
+
+def build_sigma_net(memory_dim, sigma_net="mlp", log_sigma_sq_init=None):
+    """The network of Eq. (18), log sigma^2(h): ``"mlp"``, one hidden ReLU layer of size
+    dim(h) (journal version), or ``"relu"``, ReLU(W h + b) (ICLR version). The last
+    layer's bias starts at ``log_sigma_sq_init`` (None: Keras' zeros, sigma ~ 1)."""
+    bias = ("zeros" if log_sigma_sq_init is None
+            else keras.initializers.Constant(float(log_sigma_sq_init)))
+    if sigma_net == "mlp":
+        return keras.Sequential([
+            keras.layers.Dense(memory_dim, activation="relu", name="hidden"),
+            keras.layers.Dense(memory_dim, bias_initializer=bias, name="log_sigma_sq")],
+            name="sigma_mlp")
+    return keras.layers.Dense(memory_dim, activation="relu", bias_initializer=bias,
+                              name="log_sigma_sq")
+
+
+def posterior_terms(log_sigma_sq_net, memory, mask, prior="standard"):
+    """Per-source work of the posterior, once per source: log sigma^2(h_i) (Eq. 18,
+    floored at :data:`LOG_SIGMA_SQ_FLOOR`) and the mixture's terms (:func:`mixture_terms`)
+    against the prior N(0, I) (Eq. 21) or, with ``prior="mean_encoder"``, N(h_bar, I)
+    with h_bar the mean of the real (``mask``) positions."""
+    prior_mean = ops.masked_mean(memory, mask) if prior == "mean_encoder" else None
+    log_sigma_sq = floor_log_sigma_sq(to_float32(log_sigma_sq_net(memory)))
+    return mixture_terms(memory, log_sigma_sq, prior_mean)
+
+
+def check_options(sigma_net="mlp", mixing="weighted", temperature=0.5, kl_estimator="mc",
+                  kl_samples=1, kl_weight=1.0, log_sigma_sq_init=None, kl_reduce="sum",
+                  kl_free_bits=0.0, prior="standard", prefix="acvi ", samples_name="kl_samples"):
+    """ValueError naming the option for a value out of range (ACVI's and the layer's)."""
+    _check("sigma_net", sigma_net, SIGMA_NETS, prefix)
+    _check("mixing", mixing, MIXING_MODES, prefix)
+    _check("kl_estimator", kl_estimator, KL_ESTIMATORS, prefix)
+    _check("kl_reduce", kl_reduce, KL_REDUCTIONS, prefix)
+    _check("prior", prior, PRIORS, prefix)
+    _check_number("temperature", temperature, low=0.0, strict=True, prefix=prefix)
+    _check_number("kl_weight", kl_weight, low=0.0, prefix=prefix)
+    _check_number("kl_free_bits", kl_free_bits, low=0.0, prefix=prefix)
+    _check_number(samples_name, kl_samples, low=1, integer=True, prefix=prefix)
+    if log_sigma_sq_init is not None:
+        _check_number("log_sigma_sq_init", log_sigma_sq_init, low=-30.0, high=30.0,
+                      prefix=prefix)
+
+
 @register_attention("acvi")
 class ACVI(ContextVariant):
     """ACVI context variant (Eqs. 17-25).
@@ -248,17 +400,8 @@ class ACVI(ContextVariant):
                  log_sigma_sq_init=None, kl_reduce="sum", kl_free_bits=0.0, prior="standard",
                  **kwargs):
         super().__init__(memory_dim, **kwargs)
-        _check("sigma_net", sigma_net, SIGMA_NETS)
-        _check("mixing", mixing, MIXING_MODES)
-        _check("kl_estimator", kl_estimator, KL_ESTIMATORS)
-        _check("kl_reduce", kl_reduce, KL_REDUCTIONS)
-        _check("prior", prior, PRIORS)
-        _check_number("temperature", temperature, low=0.0, strict=True)
-        _check_number("kl_weight", kl_weight, low=0.0)
-        _check_number("kl_free_bits", kl_free_bits, low=0.0)
-        _check_number("kl_samples", kl_samples, low=1, integer=True)
-        if log_sigma_sq_init is not None:
-            _check_number("log_sigma_sq_init", log_sigma_sq_init, low=-30.0, high=30.0)
+        check_options(sigma_net, mixing, temperature, kl_estimator, kl_samples, kl_weight,
+                      log_sigma_sq_init, kl_reduce, kl_free_bits, prior)
         self.sigma_net = sigma_net
         self.mixing = mixing
         self.default_mixing = mixing
@@ -271,17 +414,7 @@ class ACVI(ContextVariant):
         self.kl_reduce = kl_reduce
         self.kl_free_bits = float(kl_free_bits)
         self.prior = prior
-        bias = ("zeros" if log_sigma_sq_init is None
-                else keras.initializers.Constant(self.log_sigma_sq_init))
-        if sigma_net == "mlp":
-            self.log_sigma_sq_net = keras.Sequential([
-                keras.layers.Dense(memory_dim, activation="relu", name="hidden"),
-                keras.layers.Dense(memory_dim, bias_initializer=bias, name="log_sigma_sq")],
-                name="sigma_mlp")
-        else:
-            self.log_sigma_sq_net = keras.layers.Dense(memory_dim, activation="relu",
-                                                       bias_initializer=bias,
-                                                       name="log_sigma_sq")
+        self.log_sigma_sq_net = build_sigma_net(memory_dim, sigma_net, self.log_sigma_sq_init)
 
     def loss_weights(self):
         return {"kl": self.kl_weight}
@@ -295,31 +428,17 @@ class ACVI(ContextVariant):
     def prepare(self, memory, mask, training=False, targets=None):
         """log sigma^2(h_i) (Eq. 18, floored at :data:`LOG_SIGMA_SQ_FLOOR`) and the
         mixture's per-source terms, once per source."""
-        prior_mean = ops.masked_mean(memory, mask) if self.prior == "mean_encoder" else None
-        log_sigma_sq = floor_log_sigma_sq(to_float32(self.log_sigma_sq_net(memory)))
-        return mixture_terms(memory, log_sigma_sq, prior_mean)
+        return posterior_terms(self.log_sigma_sq_net, memory, mask, self.prior)
 
     def step(self, scores, memory_state, state, training=False):
         memory, mask = memory_state["memory"], memory_state["mask"]
         terms = memory_state["variant"]
-        logits = masked_logits(scores, mask)
-        seed = fold_seed(memory_state["seed"], state["time"], 7919)
-
-        log_probs = tf.nn.log_softmax(logits)
-        probs = tf.exp(log_probs)
-
-        if training or self.sample_at_decode:
-            if self.mixing == "gumbel":
-                # Eq. (23): relaxed one-hot z_t ~ RelaxedOneHotCategorical(T, a_t).
-                weights = relaxed_weights(logits, self.temperature, fold_seed(seed, 3))
-            else:
-                weights = probs  # Eq. (25)
-            context = sample_mixed_context(weights, memory, terms["sigma_sq"], fold_seed(seed, 2),
-                                           memory_state.get("noise_scale"), memory_state)
-        else:
-            # The posterior mean of Eq. (19).
-            context = weighted_sum(probs, memory, memory_state, "memory")
-
+        # One implementation with the Keras layer: posterior_context (Eqs. 19, 23-25).
+        context, probs, log_probs = posterior_context(
+            masked_logits(scores, mask), memory, terms["sigma_sq"],
+            step_seed(memory_state["seed"], state["time"]), self.mixing, self.temperature,
+            sample=training or self.sample_at_decode,
+            noise_scale=memory_state.get("noise_scale"), memory_state=memory_state)
         aux = {"log_probs": log_probs}
         return context, probs, aux, state.get("variant", {})
 
@@ -331,19 +450,9 @@ class ACVI(ContextVariant):
         """Sum over valid steps of the MC KL and of the closed-form bound (both logged, in
         nats); ``kl``, the penalised one, is the one ``kl_estimator`` names after
         :func:`kl_penalty` (free bits, ``kl_reduce``)."""
-        terms = memory_state["variant"]
-        log_probs = per_step["log_probs"]  # [B, T, N]
-        shape = tf.shape(log_probs)
-        k = self.kl_samples
-        draws = ancestral_sample(tf.repeat(log_probs, k, axis=1), memory_state["memory"],
-                                 terms["log_sigma_sq"], fold_seed(memory_state["seed"], 7919, 4))
-        draws = tf.reshape(draws, [shape[0], shape[1], k, -1])  # K draws per step
-        kl_bound = kl_mixture_bound(tf.exp(log_probs), terms["component_kl"][:, None, :])
-        if self.kl_estimator == "mc":
-            kl_mc = kl_mixture_mc(log_probs, terms, draws)
-        else:  # logged only: no backward pass through it
-            kl_mc = kl_mixture_mc(*tf.nest.map_structure(tf.stop_gradient,
-                                                         (log_probs, terms, draws)))
+        kl_mc, kl_bound = kl_per_step(per_step["log_probs"], memory_state["memory"],
+                                      memory_state["variant"], memory_state["seed"],
+                                      self.kl_samples, self.kl_estimator)
         chosen = kl_mc if self.kl_estimator == "mc" else kl_bound
         penalty = kl_penalty(chosen, self.memory_dim, self.kl_free_bits, self.kl_reduce)
         return {"kl_mc": tf.reduce_sum(kl_mc * step_mask, axis=1),
@@ -365,12 +474,13 @@ class ACVI(ContextVariant):
                 "kl_free_bits": self.kl_free_bits, "prior": self.prior}
 
 
-def _check(flag, value, choices):
+def _check(flag, value, choices, prefix="acvi "):
     if value not in choices:
-        raise ValueError(f"acvi {flag}={value!r}: choose one of {', '.join(choices)}")
+        raise ValueError(f"{prefix}{flag}={value!r}: choose one of {', '.join(choices)}")
 
 
-def _check_number(flag, value, low=None, high=None, strict=False, integer=False):
+def _check_number(flag, value, low=None, high=None, strict=False, integer=False,
+                  prefix="acvi "):
     """Option values are checked when the variant is built, before anything is written."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if ok and integer:
@@ -386,4 +496,4 @@ def _check_number(flag, value, low=None, high=None, strict=False, integer=False)
         if high is not None:
             bound.append(f"<= {high}")
         kind = "an integer" if integer else "a number"
-        raise ValueError(f"acvi {flag}={value!r}: must be {kind} {' and '.join(bound)}".rstrip())
+        raise ValueError(f"{prefix}{flag}={value!r}: must be {kind} {' and '.join(bound)}".rstrip())
