@@ -133,7 +133,12 @@ def resumable_train_data(make_iterator, transform=None):
     def train_data(position):
         it = make_iterator()
         if position:
-            it.load_state_dict(position)
+            try:
+                it.load_state_dict(position)
+            except ValueError as e:  # data that differ from the checkpoint's (a partial copy)
+                raise RunError(f"cannot resume the training data: {e}. Resume with the data "
+                               f"and data flags it was trained with, or use a new "
+                               f"--model_dir") from None
         for batch in it:
             yield (transform(batch) if transform else batch), it.state_dict()
     return train_data

@@ -220,3 +220,38 @@ def test_a_flag_error_is_one_line_without_the_help(tmp_path, module):
         "error: --warmup_steps: is the warm-up of --lr_decay=cosine (got --lr_decay=none)"], \
         r.stderr[-3000:]
     assert not model_dir.exists()
+
+
+# -- 9: resuming a partial-data run with the full data -------------------------------------
+
+def _partial_mirror(path, lines=2000):
+    """The data mirror with Multi30k's training files cut to their first ``lines``."""
+    os.makedirs(path)
+    for name in os.listdir(MIRROR):
+        if name != "multi30k":
+            os.symlink(os.path.join(MIRROR, name), os.path.join(path, name))
+    shutil.copytree(os.path.join(MIRROR, "multi30k"), os.path.join(path, "multi30k"),
+                    symlinks=True, ignore=lambda d, names: [n for n in names
+                                                            if n.startswith("train.")])
+    tok = os.path.join(MIRROR, "multi30k", "tok")
+    for name in os.listdir(tok):
+        if name.startswith("train."):
+            with open(os.path.join(tok, name), encoding="utf-8") as f:
+                head = [next(f) for _ in range(lines)]
+            with open(os.path.join(path, "multi30k", "tok", name), "w", encoding="utf-8") as f:
+                f.writelines(head)
+    return path
+
+
+def test_resuming_a_partial_data_run_with_the_full_data_is_one_line(tmp_path):
+    mirror = _partial_mirror(str(tmp_path / "mirror"))
+    model_dir = str(tmp_path / "run")
+    r = _cli(SMOKE + [f"--model_dir={model_dir}", "--train_steps=3"],
+             env={"ACVI_DATA_MIRROR": mirror})
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = _cli(SMOKE + [f"--model_dir={model_dir}"], env=_env())
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    assert _short(r.stderr)[-1].startswith(
+        "error: cannot resume the training data: saved data position has num_examples=")
+    assert os.path.exists(os.path.join(model_dir, "ckpt", "ckpt-3.index"))
