@@ -17,6 +17,7 @@ LAYERS = [
     {"acvi_tf", "acvi_tf.utils", "acvi_tf.registry"},
     {"acvi_tf.metrics"},
     {"acvi_tf.attention"},
+    {"acvi_tf.layers"},  # the public Keras layer ACVIAttention (issue 37)
     {"acvi_tf.latent"},
     {"acvi_tf.decoding"},
     {"acvi_tf.models"},
@@ -27,6 +28,9 @@ LAYERS = [
     {"acvi_tf.tasks"},
     {"acvi_tf.setup_check"},
 ]
+# The package root's lazy public exports (``acvi_tf.ACVIAttention``, imported on first
+# use): the one arrow allowed to point up.
+ROOT_EXPORTS = {("acvi_tf", "acvi_tf.layers")}
 # Who may import whom between the top-level packages.
 MAY_IMPORT = {"acvi_tf": {"acvi_tf"}, "experiments": {"acvi_tf", "experiments"},
               "benchmarks": {"acvi_tf", "benchmarks"}}
@@ -136,7 +140,7 @@ def test_acvi_tf_layers_import_their_own_layer_and_below():
     unplaced = sorted(m for m in MODULES if m.startswith("acvi_tf") and _layer(m) is None)
     assert unplaced == [], "give these modules a layer in LAYERS"
     up = [(a, b) for a, targets in GRAPH.items() if a.startswith("acvi_tf")
-          for b in targets if _layer(b) > _layer(a)]
+          for b in targets if _layer(b) > _layer(a) and (a, b) not in ROOT_EXPORTS]
     assert up == []
 
 
