@@ -208,7 +208,8 @@ def seeds_cell(res):
         return f"skipped ({res['skipped']})"
     na, nb = res["seeds"]
     low, high = res["ci95"]
-    welch = "–" if res.get("welch_p") is None else f"{res['welch_p']:.3f}"
+    p = res.get("welch_p")
+    welch = "–" if p is None else (f"{p:.3f}" if p >= 0.001 else f"{p:.1e}")
     subset = f", first {res['sentences']} sentences" if res.get("subset") else ""
     return (f"{res['difference']:+.2f} [{low:+.2f}, {high:+.2f}], Welch p = {welch} "
             f"({nb} vs {na} seed{'s' if na > 1 else ''}{subset})")
