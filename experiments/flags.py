@@ -481,6 +481,20 @@ def check_option_values(flag_values=FLAGS):
             raise FlagError("latent_option", f"--latent={fv.latent}: {e}") from None
 
 
+def check_model_values(flag_values=FLAGS):
+    """Builds the model of the model flags once, at a tiny vocabulary, so that flags the
+    architecture refuses (``--model=transformer --attention=acvi``, an ``--embed_dim``
+    that ``--num_heads`` does not divide) are a flag error before anything is written.
+    The rules are the model's own (its constructor's checks)."""
+    from acvi_tf.models import build_model
+    config = model_config_from_flags(flag_values, src_vocab_size=8, tgt_vocab_size=8)
+    try:
+        build_model(config)
+    except ValueError as e:
+        raise FlagError("model", f"{flag_values.model}: {e}".replace(
+            f"{flag_values.model}: {flag_values.model}: ", f"{flag_values.model}: ")) from None
+
+
 def check_run_flags(flag_values=FLAGS):
     """The cross-flag checks every task CLI shares; errors name the flag."""
     fv = flag_values
@@ -496,6 +510,8 @@ def check_run_flags(flag_values=FLAGS):
     if fv.input and not os.path.exists(fv.input):
         raise FlagError("input", f"file not found: {fv.input}")
     check_option_values(fv)
+    if fv.mode in ("train", "train_eval"):  # (eval and decode rebuild the stored model)
+        check_model_values(fv)
     if fv.init_from:
         for name in ("model_config.json", "ckpt/checkpoint"):
             if not os.path.isfile(os.path.join(fv.init_from, name)):

@@ -255,3 +255,19 @@ def test_resuming_a_partial_data_run_with_the_full_data_is_one_line(tmp_path):
     assert _short(r.stderr)[-1].startswith(
         "error: cannot resume the training data: saved data position has num_examples=")
     assert os.path.exists(os.path.join(model_dir, "ckpt", "ckpt-3.index"))
+
+
+# -- 4: a model flag the architecture refuses -----------------------------------------------
+
+@pytest.mark.parametrize("flags,message", [
+    (["--model=transformer", "--attention=acvi"],
+     "error: --model: transformer: --attention apply to the seq2seq model only"),
+    (["--model=transformer", "--embed_dim=10", "--num_heads=4"],
+     "error: --model: transformer: embed_dim=10 is not divisible by num_heads=4"),
+])
+def test_a_model_the_architecture_refuses_is_a_flag_error_up_front(tmp_path, flags, message):
+    model_dir = tmp_path / "run"
+    r = _cli(["--profile=smoke", f"--model_dir={model_dir}", *flags])
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert _short(r.stderr)[-1].startswith(message), r.stderr[-2000:]
+    assert not model_dir.exists()  # so the corrected rerun starts clean
