@@ -35,3 +35,18 @@ class Registry:
 
     def __contains__(self, name):
         return name in self._entries
+
+
+# Constructor parameters the model fills in from its own config, never options a user
+# gives (--attention_option / --latent_option).
+INTERNAL_PARAMETERS = ("self", "memory_dim", "target_vocab_size", "pad_id", "unk_id")
+
+
+def constructor_options(cls):
+    """``{name: default}`` of the options of a registered class: its named constructor
+    parameters but the internal ones (``inspect.Parameter.empty`` where there is no
+    default). The one list the CLIs check options against and the HParams record."""
+    import inspect
+    params = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in params if p.name not in INTERNAL_PARAMETERS
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}

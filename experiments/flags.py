@@ -16,7 +16,6 @@ Every flag error names the flag: absl reports bad enum/number values itself
 import ast
 import dataclasses
 import functools
-import inspect
 import os
 import sys
 
@@ -29,6 +28,7 @@ from acvi_tf.data.sources import DataError
 from acvi_tf.models import model_names
 from acvi_tf.models.decoder import CELLS
 from acvi_tf.models.seq2seq import ModelConfig
+from acvi_tf.registry import constructor_options
 from acvi_tf.runs import (ConfigError, RunError, command_line, load_run_config, locked_run_dir,
                           run_segment, save_run_config, update_results)
 from acvi_tf.tasks.base import DecodeConfig, RunInfo
@@ -375,15 +375,8 @@ def _latent_class(latent):
     return latent_lib.LATENTS.get(latent)
 
 
-# Filled in by the model from its config, never by the user.
-_INTERNAL_OPTIONS = ("self", "memory_dim", "target_vocab_size", "pad_id", "unk_id")
-
-
 def _constructor_options(cls):
-    params = inspect.signature(cls.__init__).parameters
-    return [n for n, p in params.items()
-            if n not in _INTERNAL_OPTIONS and p.kind in (p.POSITIONAL_OR_KEYWORD,
-                                                         p.KEYWORD_ONLY)]
+    return list(constructor_options(cls))
 
 
 def variant_options(attention):
@@ -610,10 +603,20 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
     saved = None
     if model_dir and mode in ("eval", "train", "train_eval") + READ_ONLY_MODES:
         saved = restore_run_config(model_dir, fv)
-    made_by = (saved or {}).get("command", "").split(" ")[2:3]
-    if module and made_by and made_by[0] != module:
-        raise FlagError("model_dir", f"{model_dir} holds a run of {made_by[0]}, not of "
-                        f"{module}; use python -m {made_by[0]} with it")
+    made_by = _made_by(saved)
+    if module and made_by and made_by != module:
+        raise FlagError("model_dir", f"{model_dir} holds a run of {made_by}, not of "
+                        f"{module}; use python -m {made_by} with it")
+    if module and mode in ("train", "train_eval") and fv.init_from:
+        # a warm start copies the weights of a run of the same task (its batches, head
+        # and vocabulary); another CLI's run is refused before anything is written
+        try:
+            theirs = _made_by(load_run_config(os.path.abspath(fv.init_from)))
+        except RunError as e:
+            raise FlagError("init_from", str(e)) from None
+        if theirs and theirs != module:
+            raise FlagError("init_from", f"{fv.init_from} holds a run of {theirs}, not of "
+                            f"{module}; a warm start needs a run of the same task")
     apply_profile(profiles, fv)
     if saved:
         restore_saved_flags(saved["flags"], restored_names, fv)
@@ -639,6 +642,11 @@ def cli_main(main):
             print(f"error: {e}", file=sys.stderr, flush=True)
             raise SystemExit(e.exitcode or 1) from None
     return run
+
+
+def _made_by(saved):
+    """The CLI module that made a saved run config (``experiments.translate``), or ''."""
+    return ((saved or {}).get("command", "").split(" ")[2:3] or [""])[0]
 
 
 def run_guarded(body, errors=(), model_dir=None, mode=None, module=None):

@@ -14,7 +14,6 @@ session per run. The values are what the plugin accepts: str, float, int or bool
 
 import datetime
 import glob
-import inspect
 import json
 import math
 import os
@@ -24,11 +23,9 @@ from tensorboard.plugins.hparams import api as hp
 
 from acvi_tf.attention import ATTENTION
 from acvi_tf.latent import LATENTS
+from acvi_tf.registry import constructor_options
 
 HPARAMS_DIR = "hparams"  # the session's run directory, inside model_dir
-# Constructor parameters the model fills in from its own config, not options (the
-# same names experiments/flags.py refuses as --attention_option).
-INTERNAL_PARAMETERS = ("self", "memory_dim", "target_vocab_size", "pad_id", "unk_id")
 
 
 def scalar_value(value):
@@ -47,11 +44,11 @@ def scalar_value(value):
 
 
 def constructor_defaults(cls):
-    """The keyword parameters of ``cls.__init__`` whose default is a plain value:
-    a context variant's or a latent's options as it runs when none is given."""
-    params = inspect.signature(cls.__init__).parameters.values()
-    return {p.name: p.default for p in params if p.name not in INTERNAL_PARAMETERS
-            and isinstance(p.default, (bool, int, float, str))}
+    """The options of ``cls`` (:func:`acvi_tf.registry.constructor_options`) whose
+    default is a plain value: a context variant's or a latent's options as it runs
+    when none is given."""
+    return {k: v for k, v in constructor_options(cls).items()
+            if isinstance(v, (bool, int, float, str))}
 
 
 def resolved_options(registry, name, given):
