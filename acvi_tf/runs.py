@@ -453,7 +453,15 @@ def warm_start_fn(init_from, model_dir, build_batch, log=log):
                                       f"the runs do not share a vocabulary")
 
     def warm_start(model):
-        source, step = load_model(init_from, build_batch)
+        try:
+            source, step = load_model(init_from, build_batch)
+        except (RunError, FileNotFoundError, manifest.StoredFileError):
+            raise  # (their messages name the file)
+        except Exception as e:  # noqa: BLE001 - a run this task's batch cannot rebuild
+            first = str(e).splitlines()[0] if str(e) else ""
+            raise ConfigError("init_from", f"cannot rebuild the run in {init_from} for this "
+                              f"task ({type(e).__name__}: {first}); warm-start from a run "
+                              f"of the same task") from None
         loaded, skipped = copy_matching(source, model)
         log(f"warm start from {init_from} (step {step}): {len(loaded)} variables loaded, "
             f"{len(skipped)} kept fresh" + (f" ({', '.join(sorted(skipped))})" if skipped

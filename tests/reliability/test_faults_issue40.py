@@ -271,3 +271,35 @@ def test_a_model_the_architecture_refuses_is_a_flag_error_up_front(tmp_path, fla
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert _short(r.stderr)[-1].startswith(message), r.stderr[-2000:]
     assert not model_dir.exists()  # so the corrected rerun starts clean
+
+
+# -- 5: --init_from=<another task's run> ----------------------------------------------------
+
+def test_init_from_another_clis_run_is_refused_up_front(tmp_path):
+    from acvi_tf import runs
+    other = tmp_path / "summarization_run"
+    runs.save_run_config(str(other), {}, "smoke", "python -m experiments.summarize --x=1", [])
+    (other / "model_config.json").write_text("{}")
+    (other / "ckpt").mkdir()
+    (other / "ckpt" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+    model_dir = tmp_path / "run"
+    r = _cli(["--profile=smoke", f"--model_dir={model_dir}", f"--init_from={other}"])
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert _short(r.stderr)[-1] == (
+        f"error: --init_from: {other} holds a run of experiments.summarize, not of "
+        f"experiments.translate; a warm start needs a run of the same task")
+    assert not model_dir.exists()
+
+
+def test_a_warm_start_run_this_task_cannot_rebuild_is_a_flag_error(tmp_path, monkeypatch):
+    """Without run_config.json to tell the task, the rebuild's own failure (a summarization
+    model asks the translation batch for src_ext) is an --init_from error."""
+    from acvi_tf import runs
+
+    def load_model(model_dir, build_batch):
+        raise KeyError("src_ext")
+    monkeypatch.setattr(runs, "load_model", load_model)
+    warm_start = runs.warm_start_fn(str(tmp_path / "other"), str(tmp_path), {}, log=None)
+    with pytest.raises(runs.ConfigError, match=r"init_from: cannot rebuild the run in .*other "
+                                               r"for this task \(KeyError: 'src_ext'\)"):
+        warm_start(None)
