@@ -410,23 +410,45 @@ def restore_model(model, model_dir, build_batch):
     optimizer = make_optimizer(train_config, model.config.precision)
     optimizer.build(model.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    try:
-        status = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(path)
-        status.expect_partial()
-        status.assert_existing_objects_matched()
-        reader = tf.train.load_checkpoint(path)
-    except Exception as e:  # noqa: BLE001 - re-raised with the file named
-        first = str(e).splitlines()[0] if str(e) else ""
-        raise RunError(f"cannot restore checkpoint {path} ({type(e).__name__}: {first}); the "
-                       f"file may be truncated. Move ckpt/ aside or use an older checkpoint "
-                       f"(edit {os.path.join(model_dir, 'ckpt', 'checkpoint')})") from None
+    for attempt in range(RESTORE_ATTEMPTS):
+        try:
+            _restore_and_verify(model, optimizer, step, path)
+            return int(step.numpy())
+        except Exception as e:  # noqa: BLE001 - re-raised with the file named
+            newest = checkpoint_to_evaluate(model_dir)
+            if attempt + 1 < RESTORE_ATTEMPTS and newest and (
+                    newest != path or not os.path.exists(path + ".index")):
+                # a run training in model_dir rotated the checkpoint away while it was
+                # read (--keep_checkpoints): read the newest one instead
+                log(f"{path} was replaced while it was read (a run is training in "
+                    f"{model_dir}); reading the newest checkpoint {newest}")
+                path = newest
+                continue
+            first = str(e).splitlines()[0] if str(e) else ""
+            if isinstance(e, RunError):
+                raise
+            raise RunError(f"cannot restore checkpoint {path} ({type(e).__name__}: {first}); "
+                           f"the file may be truncated. Move ckpt/ aside or use an older "
+                           f"checkpoint (edit {os.path.join(model_dir, 'ckpt', 'checkpoint')})"
+                           ) from None
+
+
+RESTORE_ATTEMPTS = 5  # a checkpoint rotated away while read: read the newest, this often
+
+
+def _restore_and_verify(model, optimizer, step, path):
+    """Restores checkpoint ``path`` into ``model``, ``optimizer`` and ``step``, and checks
+    that every trainable weight holds the file's value."""
+    status = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(path)
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+    reader = tf.train.load_checkpoint(path)
     keys = set(reader.get_variable_to_shape_map())
     for i, v in enumerate(model.trainable_variables):
         key = f"optimizer/_trainable_variables/{i}/.ATTRIBUTES/VARIABLE_VALUE"
         if key in keys and not np.array_equal(reader.get_tensor(key), v.numpy()):
-            raise RuntimeError(f"{path}: weight {v.path} was not restored; the checkpoint "
-                               f"does not match this model")
-    return int(step.numpy())
+            raise RunError(f"{path}: weight {v.path} was not restored; the checkpoint "
+                           f"does not match this model")
 
 
 def load_model(model_dir, build_batch):

@@ -303,3 +303,26 @@ def test_a_warm_start_run_this_task_cannot_rebuild_is_a_flag_error(tmp_path, mon
     with pytest.raises(runs.ConfigError, match=r"init_from: cannot rebuild the run in .*other "
                                                r"for this task \(KeyError: 'src_ext'\)"):
         warm_start(None)
+
+
+# -- 10: decoding while the same run trains and rotates its checkpoints ---------------------
+
+def test_a_checkpoint_rotated_away_while_read_is_retried_on_the_newest(tmp_path, monkeypatch):
+    import numpy as np
+    from acvi_tf import runs
+    from acvi_tf.models.seq2seq import Seq2Seq
+    from tests.training.test_trainer import _cfg
+    _trainer(tmp_path, 4, checkpoint_every=2, keep_checkpoints=2).train()
+    for path in glob.glob(str(tmp_path / "ckpt" / "ckpt-2.*")):
+        os.remove(path)  # what a training run's rotation does between listing and reading
+    listed = [str(tmp_path / "ckpt" / "ckpt-2")]
+    real = runs.checkpoint_to_evaluate
+    monkeypatch.setattr(runs, "checkpoint_to_evaluate",
+                        lambda model_dir: listed.pop() if listed else real(model_dir))
+    logged = []
+    monkeypatch.setattr(runs, "log", logged.append)
+    batch = {"src": np.full([1, 2], 4, np.int32), "tgt_in": np.asarray([[2, 4]], np.int32),
+             "tgt_out": np.asarray([[4, 3]], np.int32)}
+    step = runs.restore_model(Seq2Seq(_cfg(attention="soft")), str(tmp_path), batch)
+    assert step == 4
+    assert any("ckpt-2 was replaced while it was read" in m and "ckpt-4" in m for m in logged)
