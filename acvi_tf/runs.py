@@ -358,6 +358,23 @@ def check_model_config(model_dir, config):
     manifest.record(model_dir, "model_config.json")
 
 
+def check_vocab_size(model_dir, name, size, *fields):
+    """A stored vocabulary ``model_dir/name`` of ``size`` entries must fill the embedding
+    and softmax the run's ``model_config.json`` records (``fields``: ``src_vocab_size``,
+    ``tgt_vocab_size``): a truncated or swapped vocabulary is a :class:`RunError` naming
+    the file, with or without ``manifest.json``. A run without a model config yet passes."""
+    path = os.path.join(model_dir, "model_config.json")
+    if not os.path.exists(path):
+        return
+    saved = load_json(path)
+    for field in fields:
+        want = saved.get(field)
+        if want is not None and int(want) != int(size):
+            raise RunError(f"{os.path.join(model_dir, name)} has {size:,} entries but the "
+                           f"trained model's {field} is {int(want):,} ({path}); the file is "
+                           f"truncated or not this run's. Restore it or use a new --model_dir")
+
+
 def load_model_config(model_dir):
     manifest.verify(model_dir)
     path = os.path.join(model_dir, "model_config.json")

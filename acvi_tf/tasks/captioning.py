@@ -217,6 +217,7 @@ def load_data(model_dir, config, log=print, store=None, check_features=True):
     path = os.path.join(model_dir, "vocab.txt")
     if os.path.exists(path):
         vocab = Vocab.load(path)
+        runs.check_vocab_size(model_dir, "vocab.txt", len(vocab), "tgt_vocab_size")
     else:
         vocab = msvd.build_vocab(splits["train"], min_count=config.min_count,
                                  max_size=config.max_vocab_size)

@@ -408,6 +408,8 @@ class SummarizationTask(Task):
         path = os.path.join(model_dir, "vocab.txt")
         if os.path.exists(path):
             self.vocab = Vocab.load(path)
+            runs.check_vocab_size(model_dir, "vocab.txt", len(self.vocab), "src_vocab_size",
+                                  "tgt_vocab_size")
             return self.vocab
         vocab = cnndm.load_vocab(self.config.vocab_size)
         os.makedirs(model_dir, exist_ok=True)

@@ -323,6 +323,9 @@ class TranslationTask(Task):
         paths = [os.path.join(model_dir, f"vocab.{lang}.txt") for lang in (src, tgt)]
         if all(os.path.exists(p) for p in paths):
             src_vocab, tgt_vocab = (Vocab.load(p) for p in paths)
+            for p, vocab, field in zip(paths, (src_vocab, tgt_vocab),
+                                       ("src_vocab_size", "tgt_vocab_size")):
+                runs.check_vocab_size(model_dir, os.path.basename(p), len(vocab), field)
             self.data = tr.TranslationData(c.dataset, src, tgt, src_vocab, tgt_vocab, None,
                                            c.variant, report=f"vocabularies from {model_dir}")
             return self.data

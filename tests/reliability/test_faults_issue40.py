@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from acvi_tf.training import trainer as trainer_lib
 from acvi_tf.training.trainer import CheckpointError
+from tests import cli
 from tests.reliability.test_bad_inputs import _cli
 from tests.training.test_trainer import _trainer as _acvi_trainer
 
@@ -326,3 +327,22 @@ def test_a_checkpoint_rotated_away_while_read_is_retried_on_the_newest(tmp_path,
     step = runs.restore_model(Seq2Seq(_cfg(attention="soft")), str(tmp_path), batch)
     assert step == 4
     assert any("ckpt-2 was replaced while it was read" in m and "ckpt-4" in m for m in logged)
+
+
+# -- 11: a truncated vocabulary with manifest.json deleted ----------------------------------
+
+def test_a_truncated_vocabulary_without_a_manifest_is_refused(trained, tmp_path):
+    model_dir = _copy(trained, tmp_path)
+    os.remove(os.path.join(model_dir, "manifest.json"))  # the manifest error's own advice
+    vocab = os.path.join(model_dir, "vocab.de.txt")
+    with open(vocab, "rb") as f:
+        head = f.read(2000)
+    with open(vocab, "wb") as f:
+        f.write(head[:head.rindex(b"\n") + 1])
+    r = cli.run("experiments.translate", ["--mode=decode", f"--model_dir={model_dir}"],
+                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **_env()), input="a man\n",
+                timeout=600)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stdout == ""
+    assert _short(r.stderr)[-1].startswith(f"error: {vocab} has ")
+    assert "but the trained model's tgt_vocab_size is" in r.stderr
