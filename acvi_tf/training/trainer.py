@@ -424,6 +424,7 @@ class Trainer:
             os.replace(tmp, self._position_path(step, write=True))
             self.manager.save(checkpoint_number=step)
             self._saved_step = step
+            self._prune_positions(step)
         except (OSError, tf.errors.OpError) as e:
             # A full disk: nothing of this checkpoint stays (its temp directory would
             # block the rerun), and the state file still names the last good one.
@@ -437,6 +438,47 @@ class Trainer:
                 f"removed, the last good checkpoint is "
                 f"{self.manager.latest_checkpoint or '(none yet)'}. Free space, then run the "
                 f"same command again to resume") from None
+
+    def _prune_positions(self, step):
+        """Removes the ``position-N.json`` of every older checkpoint the rotation removed
+        (``--keep_checkpoints``): a position is kept as long as its checkpoint is."""
+        ckpt_dir = os.path.join(self.write_dir, "ckpt")
+        kept = {os.path.basename(p)[len("ckpt-"):-len(".index")]
+                for p in glob.glob(os.path.join(ckpt_dir, "ckpt-*.index"))}
+        for path in glob.glob(os.path.join(ckpt_dir, "position-*.json")):
+            number = os.path.basename(path)[len("position-"):-len(".json")]
+            if number.isdigit() and int(number) < step and number not in kept:
+                with _ignored(OSError):
+                    os.remove(path)
+
+    def _repair_checkpoint_state(self, latest):
+        """A state file ``ckpt/checkpoint`` that does not name the checkpoint this run
+        resumes from (garbled, missing, or naming an unreadable one) is rewritten from the
+        directory listing, so every checkpoint stays in the ``--keep_checkpoints``
+        rotation (with the garbled file the manager knew none, and kept them forever)."""
+        ckpt_dir = os.path.join(self.config.model_dir, "ckpt")
+        try:
+            stated = tf.train.latest_checkpoint(ckpt_dir)
+        except Exception:  # noqa: BLE001 - a garbled state file
+            stated = None
+        if not latest or stated == latest:
+            return
+        prefixes = []
+        for index in glob.glob(os.path.join(ckpt_dir, "ckpt-*.index")):
+            with _ignored(ValueError):
+                prefixes.append((checkpoint_step(index[:-len(".index")]),
+                                 index[:-len(".index")]))
+        prefixes.sort()
+        # (the manager rotates only checkpoints younger than the last preserved time)
+        times = [os.path.getmtime(p + ".index") for _, p in prefixes]
+        tf.compat.v1.train.update_checkpoint_state(
+            ckpt_dir, latest, all_model_checkpoint_paths=[p for _, p in prefixes],
+            all_model_checkpoint_timestamps=times,
+            last_preserved_timestamp=min(times, default=time.time()) - 1.0)
+        self.manager = tf.train.CheckpointManager(self.ckpt, ckpt_dir,
+                                                  max_to_keep=self.config.keep_checkpoints)
+        self.log(f"{os.path.join(ckpt_dir, 'checkpoint')} rewritten from the checkpoints in "
+                 f"{ckpt_dir} (it names {latest})")
 
     def _remove_checkpoint_files(self, step):
         ckpt_dir = os.path.join(self.write_dir, "ckpt")
@@ -530,6 +572,7 @@ class Trainer:
         latest = check_resume(cfg.model_dir, cfg.train_steps, self.log)
         if self.is_chief:
             cfg.save(os.path.join(cfg.model_dir, "train_config.json"))
+            self._repair_checkpoint_state(latest)
         saved_position = None
         first = None
         if latest:

@@ -346,3 +346,22 @@ def test_a_truncated_vocabulary_without_a_manifest_is_refused(trained, tmp_path)
     assert r.stdout == ""
     assert _short(r.stderr)[-1].startswith(f"error: {vocab} has ")
     assert "but the trained model's tgt_vocab_size is" in r.stderr
+
+
+# -- Also: position files and the rotation after a garbled state file ------------------------
+
+def test_position_files_go_with_their_rotated_checkpoints(tmp_path):
+    _trainer(tmp_path, 8, checkpoint_every=2, keep_checkpoints=2).train()
+    assert sorted(os.listdir(tmp_path / "ckpt")) == [
+        "checkpoint", "ckpt-6.data-00000-of-00001", "ckpt-6.index",
+        "ckpt-8.data-00000-of-00001", "ckpt-8.index", "position-6.json", "position-8.json"]
+
+
+def test_after_a_garbled_state_file_the_older_checkpoints_still_rotate(tmp_path):
+    _trainer(tmp_path, 8, checkpoint_every=2, keep_checkpoints=2).train(stop_at=4)
+    (tmp_path / "ckpt" / "checkpoint").write_text("garbage\n")
+    again = _trainer(tmp_path, 8, checkpoint_every=2, keep_checkpoints=2)
+    again.train()
+    left = sorted(p.name for p in (tmp_path / "ckpt").glob("ckpt-*.index"))
+    assert left == ["ckpt-6.index", "ckpt-8.index"], left
+    assert tf.train.latest_checkpoint(str(tmp_path / "ckpt")).endswith("ckpt-8")
