@@ -468,11 +468,13 @@ class Trainer:
             with _ignored(ValueError):
                 prefixes.append((checkpoint_step(index[:-len(".index")]),
                                  index[:-len(".index")]))
-        prefixes.sort()
+        # oldest first, the one resumed from last (the state file's order: an unreadable
+        # newer one rotates out first)
+        paths = [p for _, p in sorted(prefixes) if p != latest] + [latest]
         # (the manager rotates only checkpoints younger than the last preserved time)
-        times = [os.path.getmtime(p + ".index") for _, p in prefixes]
+        times = [os.path.getmtime(p + ".index") for p in paths]
         tf.compat.v1.train.update_checkpoint_state(
-            ckpt_dir, latest, all_model_checkpoint_paths=[p for _, p in prefixes],
+            ckpt_dir, latest, all_model_checkpoint_paths=paths,
             all_model_checkpoint_timestamps=times,
             last_preserved_timestamp=min(times, default=time.time()) - 1.0)
         self.manager = tf.train.CheckpointManager(self.ckpt, ckpt_dir,
