@@ -348,3 +348,18 @@ def test_table_run_stops_on_partial_data_and_prints_the_commands(tmp_path, env, 
     assert "MISSING  iwslt15_en_vi/train.en" in out and "nlp.stanford.edu" in out
     assert "--flagfile=experiments/configs/table4_roen_acvi.flags" in out
     assert len([l for l in out.split("\n") if "[to run]" in l]) == len(tables.TABLES["table4"])  # every row and direction
+
+
+def test_the_converged_profile_is_the_cpu_profile_trained_to_the_plateau():
+    """--profile=cpu_converged: the cpu sizes and optimiser, 8,000 steps, the full val set
+    every 500 steps, the best of them evaluated (issue 33; results/convergence.md)."""
+    cpu, converged = translate.PROFILES["cpu"], translate.PROFILES["cpu_converged"]
+    changed = {k for k in converged if converged[k] != cpu.get(k)}
+    assert changed == {"train_steps", "eval_subset", "select_best"}
+    assert (converged["train_steps"], converged["eval_subset"], converged["select_best"]) == \
+        (8000, 0, "dev_bleu")
+    fv = _fresh_flags()
+    fv(["prog", "--profile=cpu_converged"])
+    xflags.apply_profile(translate.PROFILES, fv)
+    train = xflags.train_config_from_flags("/tmp/x", fv)
+    assert (train.train_steps, train.select_best, train.eval_every) == (8000, "dev_bleu", 500)
