@@ -103,9 +103,9 @@ def test_a_typo_in_a_flagfile_fails(tmp_path):
         parse(translate, [f"--flagfile={bad}"])
     bad.write_text("# refused by the model\n--profile=paper\n--model=transformer\n"
                    "--attention=structured\n")
-    fv = parse(translate, [f"--flagfile={bad}"])
-    with pytest.raises(ValueError, match="attention"):
-        build_model(model_config(translate, fv))
+    # the model's own rule, applied when the flags are checked (before anything runs)
+    with pytest.raises(xflags.FlagError, match="^--model: transformer: --attention apply"):
+        parse(translate, [f"--flagfile={bad}"])
 
 
 def test_every_table_flagfile_exists_and_every_flagfile_is_in_a_table():
