@@ -137,9 +137,15 @@ def _params():
 # Settings: the task CLI's flags, profile and checks
 # ---------------------------------------------------------------------------
 
+class _ModelRefusal(ValueError):
+    """The model's own refusal, raised by the CLI's start-up check as ``--model: ...``."""
+
+
 def _settings(task, args, variant):
-    """The task's FlagValues after parsing, the smoke profile and its checks; the CLI
-    refuses no variant (a ``FlagError`` fails the test)."""
+    """The task's FlagValues after parsing, the smoke profile and its checks. The CLI
+    builds the flags' model at start-up, so the model's own refusal comes as a ``--model``
+    FlagError, raised here as :class:`_ModelRefusal` with the model's message; any other
+    refusal by the CLI fails the test."""
     module = CLI[task]
     fv = flags.FlagValues()
     module.define_flags(fv)
@@ -148,6 +154,9 @@ def _settings(task, args, variant):
     try:
         module.check_flags(fv)
     except xflags.FlagError as e:
+        prefix = "--model: "
+        if str(e).startswith(prefix):
+            raise _ModelRefusal(str(e)[len(prefix):]) from None
         pytest.fail(f"{variant} in {task}: refused by experiments/{task}.py check_flags, "
                     f"a refusal not declared in REFUSED: {e}")
     return fv
@@ -157,10 +166,10 @@ def _config_or_refusal(task, variant, args, make_config, request=None):
     """``(fv, config)`` of a run that builds, or None for a pair refused as declared in
     :data:`REFUSED` (the refusal's message checked exactly; the test is then counted as
     refused as declared). An undeclared refusal and a declared pair that builds fail."""
-    fv = _settings(task, args, variant)
-    config = make_config(fv)
     declared = REFUSED.get((variant, task), COVERAGE_REFUSED.get((variant, task)))
     try:
+        fv = _settings(task, args, variant)  # the CLI's start-up check builds the model
+        config = make_config(fv)
         build_model(config)
     except ValueError as e:
         if declared is None:
