@@ -149,10 +149,11 @@ def write_table(table, results, out=None, epilogue=()):
     """The markdown of ``table`` over ``results``, then the ``epilogue`` lines; with
     ``out``, written there (notes by hand below the marker kept) together with the
     table's dev-curve figure ``<out>_curves.png``, linked from the markdown."""
+    spec = SPECS[table]
+    results = spec.select(results)
     text = RENDER[table](results)
     if epilogue:
         text += "\n\n" + "\n".join(epilogue)
-    spec = SPECS[table]
     if out and spec.curves:
         png = os.path.splitext(out)[0] + "_curves.png"
         drawn = plot_rows(rows_of(results), spec.curves, f"{table}: dev metrics against steps",

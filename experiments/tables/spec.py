@@ -33,6 +33,14 @@ class Table:
     # data(results) -> a JSON-able dict written beside the markdown (<out>.json): the
     # table's numbers for scripts; None: no JSON.
     data: Optional[Callable] = None
+    # The profiles whose runs the table shows (results.json "profile"), () for every one:
+    # one table per recipe, e.g. table4-cpu (cpu_converged) beside table4-cpu-2500 (cpu),
+    # whose archived runs share row names.
+    profiles: tuple = ()
+
+    def select(self, results):
+        """The ``results`` this table shows (its ``profiles``)."""
+        return [r for r in results if not self.profiles or r.get("profile") in self.profiles]
 
     def result_paths(self, runs_root):
         return [runs_root] + [os.path.join(REPO_ROOT, a)
