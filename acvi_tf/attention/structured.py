@@ -33,6 +33,7 @@ The context (Kim et al. c = sum_i p(z_i = 1 | x, q) x_i; their NMT code
 The authors also put an L2 penalty (0.005) on W; the loss here has none.
 """
 
+import keras
 import tensorflow as tf
 
 from acvi_tf.attention.base import ContextVariant, register_attention, weighted_sum
@@ -66,11 +67,13 @@ def _chain_forward(potentials, mask, transition):
     return tf.transpose(alphas, [1, 0, 2])
 
 
-def crf_marginals(unary, mask, transition):
+def crf_marginals(unary, mask, transition, start=None, end=None):
     """log Z [B] and node marginals p(z_i = 1) [B, N] of the binary chain CRF.
 
     ``unary`` [B, N] is the potential of z_i = 1 (z_i = 0 has 0), ``mask``
     [B, N] bool marks the real positions, ``transition`` [2, 2] is W[z_i, z_{i+1}].
+    ``start`` / ``end`` ([2] each, optional) are potentials of the first / last real
+    position's label (Kim et al.'s boundary potentials, see ``boundary_potentials``).
 
     Forward-backward in log space: the backward messages are the forward
     recursion run on the reversed sequence with W transposed (beta~_i(z) =
@@ -86,6 +89,14 @@ def crf_marginals(unary, mask, transition):
     # Padded unaries are replaced by 0 so that no inf/NaN score can reach the graph.
     unary = tf.where(mask, unary, tf.zeros_like(unary))
     node = tf.stack([tf.zeros_like(unary), unary], axis=-1)  # [B, N, 2]
+    if start is not None or end is not None:
+        real = tf.cast(mask, tf.int32)
+        if start is not None:  # the first real position: the one where the count reaches 1
+            first = mask & tf.equal(tf.cumsum(real, axis=1), 1)
+            node += tf.cast(first, unary.dtype)[..., None] * tf.cast(start, unary.dtype)
+        if end is not None:
+            last = mask & tf.equal(tf.cumsum(real, axis=1, reverse=True), 1)
+            node += tf.cast(last, unary.dtype)[..., None] * tf.cast(end, unary.dtype)
     both = _chain_forward(
         tf.concat([node, tf.reverse(node, [1])], axis=0),
         tf.concat([mask, tf.reverse(mask, [1])], axis=0),
@@ -93,12 +104,19 @@ def crf_marginals(unary, mask, transition):
                    tf.tile(tf.transpose(transition)[None], [batch, 1, 1])], axis=0))
     alpha, beta = both[:batch], tf.reverse(both[batch:], [1])
     log_z = tf.reduce_logsumexp(alpha[:, -1], axis=-1)
-    log_marginal = alpha[..., 1] + beta[..., 1] - unary - log_z[:, None]
+    log_marginal = alpha[..., 1] + beta[..., 1] - node[..., 1] - log_z[:, None]
     # Double where: exp() never sees the (meaningless) values at padded positions,
     # so their zero gradient stays zero rather than 0 * inf.
     safe = tf.where(mask, log_marginal, tf.zeros_like(log_marginal))
     marginals = tf.where(mask, tf.exp(safe), tf.zeros_like(safe))
     return log_z, marginals
+
+
+def boundary_potentials(transition):
+    """Kim et al.'s start and end potentials (their ``CRF.lua``): the chain starts from,
+    and ends in, a dummy state, with the potential of z_1 = z the mean of W's column z,
+    mean_{z'} W[z', z], and of z_N = z the mean of W's row z, mean_{z'} W[z, z']."""
+    return tf.reduce_mean(transition, axis=0), tf.reduce_mean(transition, axis=1)
 
 
 @register_attention("structured")
@@ -111,23 +129,52 @@ class StructuredAttention(ContextVariant):
         authors' NMT code); False uses the raw marginals sum_i p(z_i = 1) h_i.
       scale: lambda, the factor on the normalised context (2 in the authors' code;
         ignored with normalize=False).
+      unary_bias: None (the default): the unary potential of z_i = 1 is the score e_t^i.
+        A number: a learned scalar b, starting at this value, is added to it,
+        e_t^i + b. A negative b starts the chain where p(z_i = 1) ~ exp(e_t^i + b), so the
+        normalised marginals start as softmax(e_t) (b -> -inf with W = 0 is exactly soft
+        attention) rather than as sigmoid(e_t) / sum sigmoid(e_t), which stays spread
+        unless every unaligned score is pushed far below 0.
+      boundary: "none" (the default): no start/end potentials; "mean": Kim et al.'s
+        start/end potentials, the column/row means of W (:func:`boundary_potentials`).
 
     The attention probabilities returned are always the normalised marginals
     (they sum to 1 over the real positions, 0 on padding), so the pointer head
     and coverage get a distribution.
     """
 
-    def __init__(self, memory_dim, normalize=True, scale=2.0, **kwargs):
+    BOUNDARIES = ("none", "mean")
+
+    def __init__(self, memory_dim, normalize=True, scale=2.0, unary_bias=None, boundary="none",
+                 **kwargs):
         super().__init__(memory_dim, **kwargs)
+        if boundary not in self.BOUNDARIES:
+            raise ValueError(f"structured attention: boundary={boundary!r}, choose one of "
+                             f"{', '.join(self.BOUNDARIES)}")
+        if unary_bias is not None and (isinstance(unary_bias, bool)
+                                       or not isinstance(unary_bias, (int, float))):
+            raise ValueError(f"structured attention: unary_bias={unary_bias!r} must be a "
+                             "number or None")
         self.normalize = bool(normalize)
         self.scale = float(scale)
+        self.unary_bias = None if unary_bias is None else float(unary_bias)
+        self.boundary = boundary
         # W[z_i, z_{i+1}]; zero start = independent Bernoulli (sigmoid) attention.
         self.transition = self.add_weight(name="transition", shape=(2, 2),
                                           initializer="zeros")
+        if self.unary_bias is not None:
+            self.bias = self.add_weight(
+                name="unary_bias", shape=(),
+                initializer=keras.initializers.Constant(self.unary_bias))
 
     def step(self, scores, memory_state, state, training=False):
         memory, mask = memory_state["memory"], memory_state["mask"]
-        _, marginals = crf_marginals(scores, mask, self.transition)
+        if self.unary_bias is not None:
+            scores = scores + tf.cast(self.bias, scores.dtype)
+        start = end = None
+        if self.boundary == "mean":
+            start, end = boundary_potentials(self.transition)
+        _, marginals = crf_marginals(scores, mask, self.transition, start, end)
         total = tf.reduce_sum(marginals, axis=-1, keepdims=True)
         # Every real position has p(z_i = 1) > 0, so total > 0 whenever a row has one.
         probs = marginals / tf.maximum(total, 1e-30)
@@ -138,4 +185,5 @@ class StructuredAttention(ContextVariant):
         return context, probs, {}, state.get("variant", {})
 
     def get_config(self):
-        return {**super().get_config(), "normalize": self.normalize, "scale": self.scale}
+        return {**super().get_config(), "normalize": self.normalize, "scale": self.scale,
+                "unary_bias": self.unary_bias, "boundary": self.boundary}
