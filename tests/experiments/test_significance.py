@@ -145,6 +145,8 @@ def test_table4_cpu_writes_its_json_beside_the_markdown(tmp_path, monkeypatch):
         r["bleu"] = {"dev": float(dev), "test": float(test)}
     acvi[1]["selected_checkpoint"] = {"step": 4000}
     acvi[1]["provenance"] = {"commit": "abc"}
+    for r in soft + acvi:
+        r["profile"] = "cpu_converged"  # table4-cpu's recipe
     out = tmp_path / "t.md"
     text = runner.write_table("table4-cpu", soft + acvi, str(out))
     data = json.loads((tmp_path / "t.json").read_text())

@@ -30,7 +30,8 @@ def _systems(runs):
     return out
 
 
-@pytest.mark.parametrize("table,profile", [("table4", "paper"), ("table4-cpu", "cpu")])
+@pytest.mark.parametrize("table,profile", [("table4", "paper"), ("table4-cpu", "cpu_converged"),
+                                           ("table4-cpu-2500", "cpu")])
 def test_table4_has_a_run_for_every_row(table, profile):
     runs = _systems(tables.TABLES[table])
     have = {(system_name(xflags.model_config_from_flags(fv)), fv.src, fv.tgt, fv.dataset) for fv in runs.values()}
@@ -42,7 +43,7 @@ def test_table4_has_a_run_for_every_row(table, profile):
                 assert (system, src, tgt, tables.DATASET_OF[(src, tgt)]) in have, (system, src)
         else:
             assert (system, "en", "de", "multi30k") in have, system
-    if table == "table4-cpu":  # the rows beyond the paper's (gaussian_mean_prior: --system)
+    if table.startswith("table4-cpu"):  # the rows beyond the paper's (gaussian_mean_prior: --system)
         rows = {fv.system or system_name(xflags.model_config_from_flags(fv))
                 for fv in runs.values()}
         assert set(tables.table4_translation.TABLE4_CPU_EXTRA) <= rows
@@ -229,6 +230,7 @@ def test_make_targets_default_to_the_soft_vs_acvi_comparison():
     import re
     make = open(os.path.join(os.path.dirname(tables.CONFIG_DIR), "..", "Makefile")).read()
     for target, table in [("table1-cpu", "table1-cpu"), ("table4-cpu", "table4-cpu"),
+                          ("table4-cpu-2500", "table4-cpu-2500"),
                           ("table3-cpu", "table3-cpu"), ("table5", "table5")]:
         only = re.search(rf"^{target}: ONLY \?= (\S+)$", make, re.M).group(1).split(",")
         names = [r[0] for r in tables.TABLES[table]]
@@ -363,7 +365,7 @@ def test_a_table_written_to_a_file_gets_its_dev_curves_figure(tmp_path):
                 for s in (1, 2, 2, 4)))
     results = tables.find_results([str(tmp_path / "runs")])
     out = tmp_path / "results" / "t4.md"
-    text = runner.write_table("table4-cpu", results, str(out))
+    text = runner.write_table("table4-cpu-2500", results, str(out))
     png = tmp_path / "results" / "t4_curves.png"
     assert png.stat().st_size > 1000
     assert "![dev metrics of every run against steps](t4_curves.png)" in text
@@ -372,9 +374,35 @@ def test_a_table_written_to_a_file_gets_its_dev_curves_figure(tmp_path):
     for h in (tmp_path / "runs").glob("*/history.jsonl"):
         h.unlink()
     png.unlink()
-    text = runner.write_table("table4-cpu", tables.find_results([str(tmp_path / "runs")]),
-                              str(out))
+    text = runner.write_table("table4-cpu-2500", tables.find_results(
+        [str(tmp_path / "runs")]), str(out))
     assert "curves.png" not in text and not png.exists()
+
+
+def test_table4_cpu_shows_only_its_recipe(tmp_path):
+    """table4-cpu (cpu_converged) and table4-cpu-2500 (cpu) share row names and the
+    ACVI study's archive: each shows only the runs of its own profile, in the markdown,
+    the JSON and the figure."""
+    import json
+    from experiments.tables import runner
+    for profile, test in (("cpu", 20.0), ("cpu_converged", 30.0)):
+        for seed in (0, 1):
+            d = tmp_path / "runs" / f"{profile}_{seed}"
+            d.mkdir(parents=True)
+            (d / "results.json").write_text(json.dumps(_fake(
+                task="translate", dataset="multi30k", src="en", tgt="de", profile=profile,
+                system="soft", argv=["translate.py", f"--seed={seed}"],
+                command=f"python -m experiments.translate --seed={seed} --profile={profile}",
+                bleu={"dev": test + seed, "test": test + seed})))
+    results = tables.find_results([str(tmp_path / "runs")])
+    for table, test, label in (("table4-cpu", 30.0, "converged"), ("table4-cpu-2500", 20.0,
+                                                                   "2,500")):
+        out = tmp_path / f"{table}.md"
+        text = runner.write_table(table, results, str(out))
+        data = json.loads((tmp_path / f"{table}.json").read_text())
+        assert list(data) == ["soft"] and data["soft"]["test_bleu"] == [test, test + 1]
+        assert label in text.split("\n")[0] + text
+        assert f"{test + 0.5:.2f} ± 0.71" in _row(text, "Baseline (soft attention)")[2]
 
 
 def test_sampled_diversity_is_the_mean_over_the_runs_that_measured_it():

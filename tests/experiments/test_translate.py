@@ -325,7 +325,7 @@ def test_tables_keep_the_papers_numbers_in_their_own_columns(tmp_path):
     _fake_run(cpu, "acvi", dataset="multi30k", src="en", tgt="de", system="acvi",
               profile="cpu", bleu={"dev": 31.0, "test": 32.5}, command="python -m E")
     out = str(tmp_path / "t.md")
-    assert tables.main(["table4-cpu", "--runs", cpu, "--out", out]) == 0
+    assert tables.main(["table4-cpu-2500", "--runs", cpu, "--out", out]) == 0
     text = open(out).read()
     header, row = _cells(text, ["ACVI"])
     col = {h: i for i, h in enumerate(header)}
