@@ -394,12 +394,36 @@ def test_a_very_negative_unary_bias_gives_soft_attention():
     assert np.all(entropy(spread.numpy()) > entropy(probs.numpy()) + 0.5)
 
 
+def test_transition_scale_multiplies_the_trained_variable():
+    unary, mask, transition = _problem(15)
+    memory = np.random.default_rng(15).normal(size=[4, 8, D]).astype(np.float32)
+    variant = _set_transition(StructuredAttention(D, transition_scale=10.0), transition / 10.0)
+    with tf.GradientTape() as tape:
+        _, probs, _, _ = _step(variant, unary, mask, memory)
+        objective = tf.reduce_sum(probs[:, 0])
+    _, ref = crf_marginals(unary, mask, transition)
+    np.testing.assert_allclose(probs, ref.numpy() / ref.numpy().sum(-1, keepdims=True),
+                               atol=1e-5)
+    # d/dV = 10 d/dW
+    plain = _set_transition(StructuredAttention(D), transition)
+    with tf.GradientTape() as tape_w:
+        _, probs_w, _, _ = _step(plain, unary, mask, memory)
+        objective_w = tf.reduce_sum(probs_w[:, 0])
+    np.testing.assert_allclose(tape.gradient(objective, variant.transition),
+                               10.0 * tape_w.gradient(objective_w, plain.transition),
+                               rtol=1e-3, atol=1e-6)
+
+
 def test_new_options_config_and_bad_values():
-    variant = StructuredAttention(D, unary_bias=-5, boundary="mean")
+    variant = StructuredAttention(D, unary_bias=-5, boundary="mean", transition_scale=10)
     config = variant.get_config()
     assert config["unary_bias"] == -5.0 and config["boundary"] == "mean"
+    assert config["transition_scale"] == 10.0
     clone = StructuredAttention.from_config(config)
     assert clone.unary_bias == -5.0 and clone.boundary == "mean"
+    assert clone.transition_scale == 10.0
+    with pytest.raises(ValueError, match="transition_scale"):
+        StructuredAttention(D, transition_scale=0)
     assert StructuredAttention(D).get_config()["unary_bias"] is None
     with pytest.raises(ValueError, match="boundary"):
         StructuredAttention(D, boundary="start")
