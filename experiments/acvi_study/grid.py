@@ -78,6 +78,14 @@ CNNDM_GRID = [
     ("kl1e-4", "KL weight 1e-4", _opts(kl_weight=1e-4) + NO_TAIL),
     ("kl1e-3", "KL weight 1e-3", _opts(kl_weight=1e-3) + NO_TAIL),
 ]
+# The KL-weight grid at issue 33's converged recipe (--profile=cpu_converged: 8,000 steps,
+# the best-val checkpoint), added 2026-11-26: two seeds a cell, seeds that no table row
+# uses (the table's ACVI seeds are 0-4), chosen by the mean of the two best val BLEU.
+CONVERGED_PROFILE = "cpu_converged"
+CONVERGED_SEEDS = (10, 11)
+CONVERGED_GRID = [(f"kl{w}", f"KL weight {w}, {CONVERGED_PROFILE}",
+                   _opts(kl_weight=w) + NO_TAIL + [f"--profile={CONVERGED_PROFILE}"])
+                  for w in ("1e-3", "3e-4", "1e-4", "3e-5", "1e-5", "0")]
 # "ACVI (ours)": the grid cell chosen by val BLEU only (None: not chosen yet). The tables'
 # ACVI flagfiles (MULTI30K_ACVI, CNNDM_ACVI) hold that cell's flags (a test checks it);
 # on Multi30k its seed 0 is the grid's run. CNN/DM has no grid: it takes Multi30k's choice.
@@ -210,6 +218,14 @@ def cells(runs_root):
             out.append((name, group, f"{about}, seed {seed}",
                         py + [module, f"--flagfile={flagfile}", "--noprogress",
                               f"--model_dir={model_dir}", f"--seed={seed}"] + extra, model_dir))
+    for name, about, extra in CONVERGED_GRID:
+        for seed in CONVERGED_SEEDS:
+            cell = f"conv_{name}_s{seed}"
+            model_dir = os.path.join(runs_root, cell)
+            out.append((cell, "grid_converged", f"{about}, seed {seed}",
+                        py + ["experiments.translate", f"--flagfile={MULTI30K_PAPER}",
+                              "--noprogress", f"--model_dir={model_dir}", f"--seed={seed}",
+                              f"--system=acvi_grid_conv_{name}"] + extra, model_dir))
     by_name = {c[0]: c for c in out}
     for name, about, extra in CNNDM_GRID:  # after the seeds: shared runs keep their names
         row = cnndm_row(name)

@@ -277,3 +277,21 @@ def test_a_rerun_archived_under_an_old_name_replaces_its_per_summary_rouge(tmp_p
     os.remove(os.path.join(new, archive.ROUGE_ITEMS))
     assert archive.archive([("row", new)], str(dest)) == 1
     assert not (dest / "row" / archive.ROUGE_ITEMS).exists()
+
+
+def test_the_converged_grid_runs_the_kl_weights_at_the_converged_recipe_on_unused_seeds():
+    """Issue 33: KL weight 1e-3 ... 0, two seeds each, at --profile=cpu_converged, none of
+    them a seed of a table row (ACVI (ours)'s table seeds 0-4 stay fresh)."""
+    from experiments import translate
+    from experiments.tables import table4_translation
+    cells = [c for c in acvi_study.cells("r") if c[1] == "grid_converged"]
+    weights = {}
+    for name, _, _, argv, model_dir in cells:
+        flags = dict(a[2:].split("=", 1) for a in argv if a.startswith("--") and "=" in a)
+        assert flags["profile"] == table4_translation.TABLE4_CPU_PROFILE
+        assert flags["profile"] in translate.PROFILES and flags["gumbel_fraction"] == "0"
+        assert int(flags["seed"]) not in range(5) and model_dir == f"r/{name}"
+        weights.setdefault(flags["attention_option"], set()).add(int(flags["seed"]))
+    assert weights == {f"kl_weight={w}": {10, 11}
+                       for w in ("1e-3", "3e-4", "1e-4", "3e-5", "1e-5", "0")}
+    assert [c[0] for c in acvi_study.select(cells, "grid_converged")] == [c[0] for c in cells]
