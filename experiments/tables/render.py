@@ -20,7 +20,7 @@ SYSTEM_NAMES = {"soft": "Baseline (soft attention)", "structured": "Structured a
            "soft_context_dropout": "Soft attention + dropout on c_t (control)",
            "copy-source": "Copy the source (floor)"}
 PROFILE_LABELS = {"paper": "ours, paper profile", "cpu": "ours, CPU scale",
-                  "cpu_converged": "ours, CPU scale converged (8,000 steps, best val)",
+                  "cpu_converged": "ours, CPU scale converged (8,000 steps, buckets of width 2, best val)",
                   "smoke": "ours, smoke test"}
 
 # Where each task's results.json keeps its scores: (results task, key of the scores).

@@ -352,12 +352,15 @@ def test_table_run_stops_on_partial_data_and_prints_the_commands(tmp_path, env, 
 
 def test_the_converged_profile_is_the_cpu_profile_trained_to_the_plateau():
     """--profile=cpu_converged: the cpu sizes and optimiser, 8,000 steps, the full val set
-    every 500 steps, the best of them evaluated (issue 33; results/convergence.md)."""
+    every 500 steps, the best of them evaluated, length buckets of width 2 (issue 33;
+    results/convergence.md)."""
     cpu, converged = translate.PROFILES["cpu"], translate.PROFILES["cpu_converged"]
     changed = {k for k in converged if converged[k] != cpu.get(k)}
-    assert changed == {"train_steps", "eval_subset", "select_best"}
+    assert changed == {"train_steps", "eval_subset", "select_best", "num_buckets"}
     assert (converged["train_steps"], converged["eval_subset"], converged["select_best"]) == \
         (8000, 0, "dev_bleu")
+    # buckets of width 2 tokens over the cpu profile's max_length
+    assert converged["max_length"] / converged["num_buckets"] == 2
     fv = _fresh_flags()
     fv(["prog", "--profile=cpu_converged"])
     xflags.apply_profile(translate.PROFILES, fv)
