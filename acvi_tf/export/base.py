@@ -13,10 +13,12 @@ The variables are tracked the way Keras' own ``ExportArchive`` tracks a layer's
 
 import dataclasses
 import datetime
+import fcntl
 import json
 import os
 import shutil
 import tempfile
+import time
 
 import tensorflow as tf
 
@@ -106,6 +108,51 @@ def export_info(task, model_dir, model_config, decode_options, signature, step, 
     return info
 
 
+STAGING_PREFIX = ".export-"  # the sibling temporary directory an export is written into
+STAGING_LOCK = ".lock"  # held (fcntl.flock) by the export writing into it
+STAGING_GRACE_SECONDS = 60  # a staging directory without a lock file, younger: in progress
+
+
+def _held(lock_path):
+    """Whether another process holds the lock on ``lock_path`` (a SIGKILL frees it)."""
+    try:
+        with open(lock_path, "a", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def clean_stale_staging(parent, log=print):
+    """Removes the ``.export-*`` directories in ``parent`` that exports killed before they
+    finished (SIGKILL, power loss) left behind: those whose lock no process holds. An
+    export still writing holds its lock, and one just starting (no lock file yet, modified
+    in the last minute) is left alone. Says what it removed; returns the paths."""
+    removed = []
+    for name in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
+        path = os.path.join(parent, name)
+        if not name.startswith(STAGING_PREFIX) or not os.path.isdir(path) \
+                or os.path.islink(path):
+            continue
+        lock = os.path.join(path, STAGING_LOCK)
+        try:
+            if os.path.exists(lock):
+                if _held(lock):
+                    continue
+            elif time.time() - os.path.getmtime(path) < STAGING_GRACE_SECONDS:
+                continue
+        except OSError:  # removed meanwhile (its export finished)
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            removed.append(path)
+            log(f"removed {path}, left by an export that did not finish")
+    return removed
+
+
 def save(export_dir, model, serve, input_signature, resources, run_files, info, log=print):
     """Writes the SavedModel of ``serve`` (a Python function of the signature's
     inputs) to ``export_dir``.
@@ -113,8 +160,9 @@ def save(export_dir, model, serve, input_signature, resources, run_files, info, 
     ``run_files`` (paths in the run directory: :func:`run_files`) and
     ``export.json`` (``info``) become assets. The export is written into a sibling
     temporary directory and moved into place, so an interrupted export never leaves
-    a half-written ``export_dir``; an existing non-empty ``export_dir`` is refused.
-    Returns the path.
+    a half-written ``export_dir``; an existing non-empty ``export_dir`` is refused. The
+    temporary directory goes on failure, and one a killed export left is removed by the
+    next export into the same parent (:func:`clean_stale_staging`). Returns the path.
     """
     export_dir = os.path.abspath(export_dir)
     if os.path.exists(export_dir) and (not os.path.isdir(export_dir) or os.listdir(export_dir)):
@@ -122,8 +170,11 @@ def save(export_dir, model, serve, input_signature, resources, run_files, info, 
                        f"directory (an export is never written over another)")
     parent = os.path.dirname(export_dir)
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    clean_stale_staging(parent, log)
+    staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=parent)
+    lock = open(os.path.join(staging, STAGING_LOCK), "a", encoding="utf-8")
     try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         asset_dir = os.path.join(staging, "_assets_in")
         os.makedirs(asset_dir)
         paths = []
@@ -144,6 +195,7 @@ def save(export_dir, model, serve, input_signature, resources, run_files, info, 
             os.rmdir(export_dir)  # empty (checked above)
         os.replace(out, export_dir)
     finally:
+        lock.close()  # (frees the lock)
         shutil.rmtree(staging, ignore_errors=True)
     log(f"exported a SavedModel to {export_dir} (signature serving_default; "
         f"assets/{EXPORT_INFO} records the run and the commit)")

@@ -1,0 +1,119 @@
+"""The rest of issue 40: a killed export's temporary directory, tracebacks only with a
+switch, checkpoint files verified (size and crc32) before the state file names them, the
+one-worker MultiWorkerMirroredStrategy, and eval/decode past a truncated newest checkpoint."""
+
+import fcntl
+import glob
+import json
+import os
+import shutil
+import socket
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from acvi_tf import runs
+from acvi_tf.export import base as export_base
+from acvi_tf.training import trainer as trainer_lib
+from acvi_tf.training.trainer import CheckpointError
+from tests import cli
+from tests.reliability.test_bad_inputs import _cli
+from tests.training.test_trainer import _cfg
+from tests.training.test_trainer import _trainer as _acvi_trainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MIRROR = os.environ.get("ACVI_DATA_MIRROR", "/work/shared/data")
+# the smoke profile, its final evaluation on 8 dev pairs (the run is what is tested here)
+SMOKE = ["--profile=smoke", "--mode=train", "--max_eval_lines=8"]
+
+
+def _env():
+    return {"ACVI_DATA_MIRROR": MIRROR}
+
+
+def _trainer(model_dir, steps, **kw):
+    return _acvi_trainer(model_dir, steps, attention="soft", gumbel_fraction=0.0, **kw)
+
+
+def _short(stderr):
+    """stderr without TensorFlow's start-up and INFO log lines."""
+    return [line for line in stderr.splitlines()
+            if line.strip() and not line.startswith(("I0000", "WARNING: All log", "W0000", "I1",
+                                                     "INFO:tensorflow"))]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One smoke translation run of 6 steps (checkpoints at 3 and 6), copied by each test."""
+    model_dir = str(tmp_path_factory.mktemp("issue40_rest") / "run")
+    r = _cli(SMOKE + [f"--model_dir={model_dir}"], env=_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    return model_dir
+
+
+def _copy(trained, tmp_path):
+    model_dir = str(tmp_path / "run")
+    shutil.copytree(trained, model_dir)
+    return model_dir
+
+
+def _batch():
+    return {"src": np.full([1, 2], 4, np.int32), "tgt_in": np.asarray([[2, 4]], np.int32),
+            "tgt_out": np.asarray([[4, 3]], np.int32)}
+
+
+# -- 1: a killed export's .export-* directory ------------------------------------------------
+
+def _staging(parent, name, lock=True, age=3600):
+    path = parent / name
+    path.mkdir(parents=True)
+    (path / "saved_model").mkdir()
+    (path / "saved_model" / "saved_model.pb").write_bytes(b"\0" * 10)
+    if lock:
+        (path / export_base.STAGING_LOCK).write_text("")
+    then = time.time() - age
+    os.utime(path, (then, then))
+    return path
+
+
+def test_a_killed_exports_staging_directory_goes_at_the_next_export(trained, tmp_path):
+    exports = tmp_path / "exports"
+    stale = [_staging(exports, ".export-killed1"),  # its lock file, held by no one
+             _staging(exports, ".export-killed2", lock=False)]  # an export before the lock
+    live = _staging(exports, ".export-live")
+    with open(live / export_base.STAGING_LOCK, "a") as held:  # an export still writing
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = _cli(["--mode=export", f"--model_dir={trained}",
+                  f"--export_dir={exports / 'm'}"], env=_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    for path in stale:
+        assert not path.exists()
+        assert f"removed {path}, left by an export that did not finish" in r.stderr
+    assert live.exists()  # another export's, still being written
+    assert sorted(p.name for p in exports.iterdir()) == [".export-live", "m"]
+    assert (exports / "m" / "saved_model.pb").exists()
+    assert json.loads((exports / "m" / "assets" / "export.json").read_text())["step"] == 6
+
+
+def test_a_staging_directory_just_made_is_left_to_its_export(tmp_path):
+    young = _staging(tmp_path, ".export-starting", lock=False, age=0)
+    other = tmp_path / "not-an-export"
+    other.mkdir()
+    assert export_base.clean_stale_staging(str(tmp_path), log=lambda m: None) == []
+    assert young.exists() and other.exists()
+
+
+def test_a_failed_export_leaves_no_staging_directory(tmp_path, monkeypatch):
+    def fail(*args, **kw):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(tf.saved_model, "save", fail)
+    model = tf.Module()
+    model.w = tf.Variable(1.0)
+    with pytest.raises(OSError, match="No space left"):
+        export_base.save(str(tmp_path / "m"), model, lambda x: x * model.w,
+                         [tf.TensorSpec([], tf.float32)], [], [], {}, log=lambda m: None)
+    assert os.listdir(tmp_path) == []
