@@ -630,17 +630,50 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
     return saved
 
 
+TRACEBACK_ENV = "ACVI_TRACEBACK"  # =1: a failure's full traceback above its one line
+
+
+def tracebacks_wanted(flag_values=FLAGS):
+    """Whether a failure prints its full traceback as well as its one line: with
+    ``--verbosity=1`` (absl's, or more) or the environment variable ``ACVI_TRACEBACK=1``."""
+    if os.environ.get(TRACEBACK_ENV, "").strip().lower() not in ("", "0", "false", "no"):
+        return True
+    try:
+        return flag_values.is_parsed() and int(flag_values["verbosity"].value or 0) >= 1
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return False
+
+
+def _print_traceback(error):
+    """The full traceback of ``error``, the exception it was turned from included (a
+    one-line error is raised ``from None``)."""
+    import traceback
+    error.__suppress_context__ = False
+    print(f"(the traceback, since --verbosity>=1 or {TRACEBACK_ENV}=1:)", file=sys.stderr)
+    traceback.print_exception(error, file=sys.stderr)
+    sys.stderr.flush()
+
+
 def cli_main(main):
     """``main`` for ``app.run``: a flag error (:class:`FlagError`, any ``app.UsageError``)
     ends in its one line, ``error: --flag: ...``, and exit code 1, not in the module's
-    help with the error below it (``--helpshort`` still prints the help)."""
+    help with the error below it (``--helpshort`` still prints the help). Every failure
+    ends in its one line (:func:`run_guarded`); with ``--verbosity=1`` or
+    ``ACVI_TRACEBACK=1`` (:func:`tracebacks_wanted`) its full traceback is printed above
+    that line as well."""
     @functools.wraps(main)
     def run(argv):
         try:
             return main(argv)
         except app.UsageError as e:
+            if tracebacks_wanted():
+                _print_traceback(e)
             print(f"error: {e}", file=sys.stderr, flush=True)
             raise SystemExit(e.exitcode or 1) from None
+        except SystemExit as e:
+            if e.code not in (None, 0) and tracebacks_wanted():
+                _print_traceback(e)
+            raise
     return run
 
 

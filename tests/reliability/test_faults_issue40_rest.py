@@ -117,3 +117,56 @@ def test_a_failed_export_leaves_no_staging_directory(tmp_path, monkeypatch):
         export_base.save(str(tmp_path / "m"), model, lambda x: x * model.w,
                          [tf.TensorSpec([], tf.float32)], [], [], {}, log=lambda m: None)
     assert os.listdir(tmp_path) == []
+
+
+# -- 2: tracebacks only with --verbosity=1 or ACVI_TRACEBACK=1 -------------------------------
+
+@pytest.mark.parametrize("switch", [None, "--verbosity=1", "ACVI_TRACEBACK=1"])
+def test_a_failure_is_one_line_and_its_traceback_comes_with_the_switch(tmp_path, switch):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    flags = ["--profile=smoke", f"--model_dir={not_a_dir}"]
+    env = {}
+    if switch and switch.startswith("--"):
+        flags.append(switch)
+    elif switch:
+        env = dict([switch.split("=")])
+    r = _cli(flags, env=env)
+    assert r.returncode == 1
+    error = f"error: --model_dir={not_a_dir} is a file, not a directory"
+    assert _short(r.stderr)[-1] == error, r.stderr[-3000:]
+    if switch is None:
+        assert "Traceback" not in r.stderr
+        assert _short(r.stderr) == [error]
+    else:
+        # the error it was turned from, where it was raised, then the one line, last
+        assert "Traceback (most recent call last)" in r.stderr
+        assert "acvi_tf.runs.RunError: --model_dir=" in r.stderr
+        assert 'in locked_run_dir' in r.stderr
+
+
+def test_a_flag_errors_traceback_comes_with_the_switch(tmp_path):
+    r = _cli(["--profile=smoke", f"--model_dir={tmp_path / 'run'}", "--warmup_steps=10"],
+             env={"ACVI_TRACEBACK": "1"})
+    assert r.returncode == 1
+    assert "Traceback (most recent call last)" in r.stderr
+    assert "in check_schedule_flags" in r.stderr
+    assert _short(r.stderr)[-1] == (
+        "error: --warmup_steps: is the warm-up of --lr_decay=cosine (got --lr_decay=none)")
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_switch_reads_the_environment_and_verbosity(monkeypatch):
+    from absl import flags
+    from experiments.flags import tracebacks_wanted
+    fv = flags.FlagValues()
+    flags.DEFINE_integer("verbosity", -1, "", flag_values=fv)
+    fv(["prog"])
+    monkeypatch.delenv("ACVI_TRACEBACK", raising=False)
+    assert not tracebacks_wanted(fv)
+    for value, wanted in (("1", True), ("0", False), ("", False)):
+        monkeypatch.setenv("ACVI_TRACEBACK", value)
+        assert tracebacks_wanted(fv) == wanted
+    monkeypatch.delenv("ACVI_TRACEBACK")
+    fv.verbosity = 1
+    assert tracebacks_wanted(fv)
