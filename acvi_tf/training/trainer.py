@@ -15,6 +15,7 @@ trainer saves the position with every checkpoint and hands it back on resume.
 """
 
 import dataclasses
+import errno
 import glob
 import json
 import os
@@ -23,6 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
+import zlib
 
 import keras
 import numpy as np
@@ -175,7 +177,8 @@ def checkpoint_files(model_dir):
 
 def clean_temp_checkpoints(model_dir, log=_stderr):
     """Removes what an unfinished checkpoint write leaves in ``model_dir/ckpt`` (its
-    ``ckpt-N_temp`` directory, a ``position-N.json.tmp``); says what it removed."""
+    ``ckpt-N_temp`` directory, a ``position-N.json.tmp`` or ``checksums-N.json.tmp``); says
+    what it removed."""
     for path in sorted(glob.glob(os.path.join(_checkpoint_dir(model_dir), "*" + TEMP_SUFFIX))
                        + glob.glob(os.path.join(_checkpoint_dir(model_dir), "*.json.tmp"))):
         if os.path.isdir(path):
@@ -197,21 +200,108 @@ class _ignored:
         return kind is not None and issubclass(kind, self.types)
 
 
-def checkpoint_is_readable(prefix):
-    """Whether every tensor of checkpoint ``prefix`` reads back: the index parses, and the
-    ``.data`` files hold every byte it points to with the checksum it records (a
-    truncated or garbled ``.data`` file fails here, not in the restore)."""
-    files = sorted(glob.glob(prefix + ".index") + glob.glob(prefix + ".data-*"))
-    key = (prefix, tuple((f, os.path.getsize(f), os.path.getmtime(f)) for f in files))
-    if key not in _PROBED:
+CHECKSUMS = "checksums-{step}.json"  # beside ckpt-N: each file's size and crc32
+
+
+def _checksums_path(prefix):
+    return os.path.join(os.path.dirname(prefix),
+                        CHECKSUMS.format(step=os.path.basename(prefix).rsplit("-", 1)[-1]))
+
+
+def _checkpoint_file_paths(prefix):
+    return sorted(glob.glob(prefix + ".index") + glob.glob(prefix + ".data-*"))
+
+
+def _file_sums(path):
+    crc = 0
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            crc = zlib.crc32(chunk, crc)
+    return {"size": os.path.getsize(path), "crc32": crc}
+
+
+def seal_checkpoint(prefix):
+    """Verifies a checkpoint just written, before the state file ``ckpt/checkpoint`` may
+    point at it (the Trainer runs this as the write's callback, ahead of the
+    ``CheckpointManager``'s): every tensor reads back with the checksum its index records,
+    then each file's size and crc32 go into ``checksums-N.json`` beside it, which
+    :func:`checkpoint_problem` checks on every later resume, eval and decode. A checkpoint
+    that does not read back is an ``OSError`` (the write failed)."""
+    prefix = prefix.decode() if isinstance(prefix, bytes) else str(prefix)
+    problem = _tensors_problem(prefix)
+    if problem:
+        raise OSError(errno.EIO, f"the written checkpoint does not read back: {problem}",
+                      prefix)
+    sums = {os.path.basename(path): _file_sums(path)
+            for path in _checkpoint_file_paths(prefix)}
+    path = _checksums_path(prefix)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({"checkpoint": os.path.basename(prefix), "files": sums}, f, indent=1,
+                  sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def _tensors_problem(prefix):
+    """None when every tensor of ``prefix`` reads back (the index parses, and the
+    ``.data`` files hold every byte it points to with the checksum it records), else why
+    not."""
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except Exception as e:  # noqa: BLE001 - any failure to read makes it unreadable
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"truncated or garbled: {first[:160]}"
+    return None
+
+
+def _sums_problem(prefix, recorded):
+    """Why the files of ``prefix`` differ from ``checksums-N.json`` (None if they do not)."""
+    where = os.path.basename(_checksums_path(prefix))
+    for name, want in sorted(recorded.items()):
+        path = os.path.join(os.path.dirname(prefix), name)
         try:
-            reader = tf.train.load_checkpoint(prefix)
-            for name in reader.get_variable_to_shape_map():
-                reader.get_tensor(name)
-            _PROBED[key] = True
-        except Exception:  # noqa: BLE001 - any failure to read makes it unreadable
-            _PROBED[key] = False
+            size = os.path.getsize(path)
+            if size != want["size"]:
+                return f"{name} has {size} bytes, {where} records {want['size']}"
+            if _file_sums(path)["crc32"] != want["crc32"]:
+                return f"{name} does not match its crc32 in {where} (garbled)"
+        except OSError:
+            return f"{name} is missing; {where} records it"
+    return None
+
+
+def checkpoint_problem(prefix):
+    """None when checkpoint ``prefix`` can be restored, else a short reason. A checkpoint
+    with ``checksums-N.json`` (:func:`seal_checkpoint`) must match each recorded file's
+    size and crc32 (those bytes read back when written); one without it (written before
+    the checksums, or by another tool) must read back tensor by tensor. Each version of
+    the files is checked once per process."""
+    files = _checkpoint_file_paths(prefix)
+    sums_path = _checksums_path(prefix)
+    try:
+        key = (prefix, tuple((f, os.path.getsize(f), os.path.getmtime(f))
+                             for f in files + [p for p in [sums_path] if os.path.exists(p)]))
+    except OSError:  # removed while listed (a training run rotating its checkpoints)
+        return "its files were removed while it was read"
+    if key not in _PROBED:
+        recorded = None
+        with _ignored(OSError, ValueError, KeyError, TypeError):
+            with open(sums_path, encoding="utf-8") as f:
+                recorded = dict(json.load(f)["files"])
+        if not files or not any(f.endswith(".index") for f in files):
+            _PROBED[key] = "its .index file is missing"
+        elif recorded:
+            _PROBED[key] = _sums_problem(prefix, recorded)
+        else:
+            _PROBED[key] = _tensors_problem(prefix)
     return _PROBED[key]
+
+
+def checkpoint_is_readable(prefix):
+    """Whether checkpoint ``prefix`` can be restored (:func:`checkpoint_problem`): a
+    truncated or garbled ``.data`` file fails here, not in the restore."""
+    return checkpoint_problem(prefix) is None
 
 
 def checkpoint_step(prefix):
@@ -219,48 +309,69 @@ def checkpoint_step(prefix):
     return int(prefix.rsplit("-", 1)[1])
 
 
-def readable_checkpoints(model_dir, log=_stderr):
-    """``[(step, prefix)]`` of every ``ckpt/ckpt-N`` of ``model_dir`` whose files can be
-    read (:func:`checkpoint_is_readable`), newest first. Found by listing the directory,
-    so a garbled or missing ``ckpt/checkpoint`` state file hides none of them."""
+def listed_checkpoints(model_dir):
+    """``[(step, prefix)]`` of every ``ckpt/ckpt-N.index`` of ``model_dir``, newest first,
+    readable or not. Found by listing the directory, so a garbled or missing
+    ``ckpt/checkpoint`` state file hides none of them."""
     found = []
     for index in glob.glob(os.path.join(_checkpoint_dir(model_dir), "ckpt-*.index")):
         prefix = index[:-len(".index")]
-        try:
-            step = checkpoint_step(prefix)
-        except ValueError:
-            continue
-        if not checkpoint_is_readable(prefix):
-            log(f"WARNING: {prefix} cannot be read (truncated or garbled); skipped")
-            continue
-        found.append((step, prefix))
+        with _ignored(ValueError):
+            found.append((checkpoint_step(prefix), prefix))
     return sorted(found, reverse=True)
 
 
+def _skipped(prefix, problem):
+    return f"WARNING: {prefix} cannot be read ({problem}); skipped"
+
+
+def readable_checkpoints(model_dir, log=_stderr):
+    """``[(step, prefix)]`` of every ``ckpt/ckpt-N`` of ``model_dir`` that can be restored
+    (:func:`checkpoint_problem`), newest first; each one skipped is said in one line."""
+    found = []
+    for step, prefix in listed_checkpoints(model_dir):
+        problem = checkpoint_problem(prefix)
+        if problem:
+            log(_skipped(prefix, problem))
+            continue
+        found.append((step, prefix))
+    return found
+
+
 def resume_checkpoint(model_dir, log=_stderr):
-    """The checkpoint a run in ``model_dir`` resumes from: the state file's, when it is
-    readable, else the newest readable one (said loudly). None when no checkpoint file
-    exists; checkpoint files none of which can be read are a :class:`CheckpointError`."""
+    """The checkpoint a run in ``model_dir`` resumes from, and the one eval, decode and
+    export read (:func:`acvi_tf.runs.restore_model`): the state file's, when it can be
+    restored, else the newest one that can (said loudly, in one line: a truncated or
+    garbled ``.data`` or ``.index``, a file that does not match its ``checksums-N.json``).
+    None when no checkpoint file exists; checkpoint files none of which can be read are a
+    :class:`CheckpointError`. Checkpoints are checked newest first, up to the one used."""
     ckpt_dir = _checkpoint_dir(model_dir)
     try:
         stated = tf.train.latest_checkpoint(ckpt_dir)
     except Exception:  # noqa: BLE001 - a garbled state file: found by listing instead
         stated = None
-    readable = readable_checkpoints(model_dir, log)
-    if stated and any(prefix == stated for _, prefix in readable):
+    stated_problem = checkpoint_problem(stated) if stated else None
+    if stated and not stated_problem:
         return stated
-    if not readable:
-        if checkpoint_files(model_dir):
-            raise CheckpointError(
-                f"{ckpt_dir} holds checkpoint files but none can be read; refusing to start "
-                f"again from step 0 over them (move them away to start a new run)")
-        return None
     state = os.path.join(ckpt_dir, "checkpoint")
-    why = (f"{state} names {stated}, which cannot be read" if stated else
-           f"{state} is missing or unreadable")
-    log(f"WARNING: {why}; resuming from the newest readable checkpoint "
-        f"{readable[0][1]} instead")
-    return readable[0][1]
+    for _, prefix in listed_checkpoints(model_dir):
+        if prefix == stated:
+            continue
+        problem = checkpoint_problem(prefix)
+        if problem:
+            log(_skipped(prefix, problem))
+            continue
+        why = (f"{stated} cannot be read ({stated_problem})" if stated else
+               f"{state} is missing or unreadable")
+        log(f"WARNING: {why}; using the newest readable checkpoint {prefix} instead")
+        return prefix
+    if checkpoint_files(model_dir):
+        if stated:
+            log(_skipped(stated, stated_problem))
+        raise CheckpointError(
+            f"{ckpt_dir} holds checkpoint files but none can be read; refusing to start "
+            f"again from step 0 over them (move them away to start a new run)")
+    return None
 
 
 def check_resume(model_dir, train_steps, log=_stderr):
@@ -422,7 +533,9 @@ class Trainer:
                        "train_seconds": self.train_seconds()}, f)
         try:
             os.replace(tmp, self._position_path(step, write=True))
-            self.manager.save(checkpoint_number=step)
+            # verified and its checksums recorded before the state file names it
+            self.manager.save(checkpoint_number=step, options=tf.train.CheckpointOptions(
+                experimental_write_callbacks=[seal_checkpoint]))
             self._saved_step = step
             self._prune_positions(step)
         except (OSError, tf.errors.OpError) as e:
@@ -440,16 +553,18 @@ class Trainer:
                 f"same command again to resume") from None
 
     def _prune_positions(self, step):
-        """Removes the ``position-N.json`` of every older checkpoint the rotation removed
-        (``--keep_checkpoints``): a position is kept as long as its checkpoint is."""
+        """Removes the ``position-N.json`` and ``checksums-N.json`` of every older
+        checkpoint the rotation removed (``--keep_checkpoints``): they are kept as long as
+        their checkpoint is."""
         ckpt_dir = os.path.join(self.write_dir, "ckpt")
         kept = {os.path.basename(p)[len("ckpt-"):-len(".index")]
                 for p in glob.glob(os.path.join(ckpt_dir, "ckpt-*.index"))}
-        for path in glob.glob(os.path.join(ckpt_dir, "position-*.json")):
-            number = os.path.basename(path)[len("position-"):-len(".json")]
-            if number.isdigit() and int(number) < step and number not in kept:
-                with _ignored(OSError):
-                    os.remove(path)
+        for kind in ("position", "checksums"):
+            for path in glob.glob(os.path.join(ckpt_dir, f"{kind}-*.json")):
+                number = os.path.basename(path)[len(kind) + 1:-len(".json")]
+                if number.isdigit() and int(number) < step and number not in kept:
+                    with _ignored(OSError):
+                        os.remove(path)
 
     def _repair_checkpoint_state(self, latest):
         """A state file ``ckpt/checkpoint`` that does not name the checkpoint this run
@@ -487,8 +602,9 @@ class Trainer:
         prefix = os.path.join(ckpt_dir, f"ckpt-{int(step)}")
         shutil.rmtree(prefix + TEMP_SUFFIX, ignore_errors=True)
         position = self._position_path(step, write=True)
+        sums = _checksums_path(prefix)
         for path in (glob.glob(prefix + ".index") + glob.glob(prefix + ".data-*")
-                     + [position, position + ".tmp"]):
+                     + [position, position + ".tmp", sums, sums + ".tmp"]):
             with _ignored(OSError):
                 os.remove(path)
 

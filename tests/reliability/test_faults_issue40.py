@@ -153,8 +153,8 @@ def test_a_full_disk_at_a_later_checkpoint_leaves_the_last_good_one(tmp_path, mo
                                               r"space left on device.*ckpt-2\. Free space"):
         run.train()
     left = sorted(os.listdir(tmp_path / "ckpt"))
-    assert left == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
-                    "position-2.json"], left
+    assert left == ["checkpoint", "checksums-2.json", "ckpt-2.data-00000-of-00001",
+                    "ckpt-2.index", "position-2.json"], left
     assert tf.train.latest_checkpoint(str(tmp_path / "ckpt")).endswith("ckpt-2")
     monkeypatch.undo()
     again = _trainer(tmp_path, 6, checkpoint_every=2)
@@ -350,11 +350,12 @@ def test_a_truncated_vocabulary_without_a_manifest_is_refused(trained, tmp_path)
 
 # -- Also: position files and the rotation after a garbled state file ------------------------
 
-def test_position_files_go_with_their_rotated_checkpoints(tmp_path):
+def test_position_and_checksum_files_go_with_their_rotated_checkpoints(tmp_path):
     _trainer(tmp_path, 8, checkpoint_every=2, keep_checkpoints=2).train()
     assert sorted(os.listdir(tmp_path / "ckpt")) == [
-        "checkpoint", "ckpt-6.data-00000-of-00001", "ckpt-6.index",
-        "ckpt-8.data-00000-of-00001", "ckpt-8.index", "position-6.json", "position-8.json"]
+        "checkpoint", "checksums-6.json", "checksums-8.json", "ckpt-6.data-00000-of-00001",
+        "ckpt-6.index", "ckpt-8.data-00000-of-00001", "ckpt-8.index", "position-6.json",
+        "position-8.json"]
 
 
 def test_after_a_garbled_state_file_the_older_checkpoints_still_rotate(tmp_path):

@@ -170,3 +170,91 @@ def test_the_switch_reads_the_environment_and_verbosity(monkeypatch):
     monkeypatch.delenv("ACVI_TRACEBACK")
     fv.verbosity = 1
     assert tracebacks_wanted(fv)
+
+
+# -- 3: checkpoint files verified before the state file names them ---------------------------
+
+def _sums(model_dir, step):
+    with open(os.path.join(model_dir, "ckpt", f"checksums-{step}.json")) as f:
+        return json.load(f)["files"]
+
+
+def test_each_checkpoint_records_its_files_sizes_and_crc32(tmp_path):
+    _trainer(tmp_path, 6, checkpoint_every=2, keep_checkpoints=2).train()
+    names = sorted(os.listdir(tmp_path / "ckpt"))
+    # the rotated checkpoint's checksums go with it, as its position file does
+    assert [n for n in names if n.startswith("checksums-")] == ["checksums-4.json",
+                                                                 "checksums-6.json"]
+    for step in (4, 6):
+        sums = _sums(str(tmp_path), step)
+        assert sorted(sums) == [f"ckpt-{step}.data-00000-of-00001", f"ckpt-{step}.index"]
+        for name, want in sums.items():
+            assert want == trainer_lib._file_sums(str(tmp_path / "ckpt" / name))
+
+
+def _garble_one_byte(path):
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(size // 2)
+        byte = f.read(1)
+        f.seek(size // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    assert os.path.getsize(path) == size
+
+
+def test_a_garbled_byte_in_the_newest_data_file_resumes_from_the_one_before(tmp_path):
+    _trainer(tmp_path, 6, checkpoint_every=2).train(stop_at=4)
+    data = str(tmp_path / "ckpt" / "ckpt-4.data-00000-of-00001")
+    _garble_one_byte(data)
+    again = _trainer(tmp_path, 6, checkpoint_every=2)
+    logged = []
+    again.log = logged.append
+    again.train()
+    prefix = str(tmp_path / "ckpt" / "ckpt-4")
+    warnings = [m for m in logged if m.startswith("WARNING")]
+    assert warnings == [
+        f"WARNING: {prefix} cannot be read (ckpt-4.data-00000-of-00001 does not match its "
+        f"crc32 in checksums-4.json (garbled)); using the newest readable checkpoint "
+        f"{tmp_path / 'ckpt' / 'ckpt-2'} instead"], logged
+    assert any(m.startswith(f"resumed from {tmp_path / 'ckpt' / 'ckpt-2'} at step 2")
+               for m in logged)
+    assert int(again.step.numpy()) == 6
+    assert trainer_lib.checkpoint_is_readable(prefix)  # written again on the way to 6
+
+
+def test_a_checkpoint_that_does_not_read_back_is_never_named_by_the_state_file(tmp_path,
+                                                                              monkeypatch):
+    run = _trainer(tmp_path, 6, checkpoint_every=2)
+    run.log = lambda m: None
+    state = tmp_path / "ckpt" / "checkpoint"
+    seen = []
+    real = trainer_lib._tensors_problem
+
+    def problem(prefix):
+        if prefix.endswith("ckpt-4"):
+            # the verification runs before the state file is updated
+            seen.append(tf.train.latest_checkpoint(str(tmp_path / "ckpt")))
+            return "truncated or garbled: a bad disk"
+        return real(prefix)
+    monkeypatch.setattr(trainer_lib, "_tensors_problem", problem)
+    with pytest.raises(CheckpointError, match=r"cannot write the checkpoint of step 4 .*the "
+                                              r"written checkpoint does not read back: "
+                                              r"truncated or garbled: a bad disk.*ckpt-2"):
+        run.train()
+    assert seen == [str(tmp_path / "ckpt" / "ckpt-2")]
+    assert 'model_checkpoint_path: "ckpt-2"' in state.read_text()
+    assert sorted(os.listdir(tmp_path / "ckpt")) == [
+        "checkpoint", "checksums-2.json", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
+        "position-2.json"]
+
+
+def test_a_checkpoint_without_checksums_is_read_tensor_by_tensor(tmp_path):
+    """Checkpoints written before the checksums (or by another tool) are still checked."""
+    _trainer(tmp_path, 4, checkpoint_every=2).train()
+    for path in glob.glob(str(tmp_path / "ckpt" / "checksums-*.json")):
+        os.remove(path)
+    prefix = str(tmp_path / "ckpt" / "ckpt-4")
+    assert trainer_lib.checkpoint_problem(prefix) is None
+    with open(prefix + ".data-00000-of-00001", "r+b") as f:
+        f.truncate(os.path.getsize(prefix + ".data-00000-of-00001") - 8)
+    assert trainer_lib.checkpoint_problem(prefix).startswith("truncated or garbled")
