@@ -394,12 +394,20 @@ def latest_checkpoint(model_dir):
 
 def checkpoint_to_evaluate(model_dir):
     """The checkpoint a trained run is evaluated with: the best evaluation's (``best.json``,
-    written when it trained with ``--select_best``), else the latest."""
-    from acvi_tf.training.trainer import read_best
+    written when it trained with ``--select_best``), else the one a resume would use
+    (:func:`acvi_tf.training.trainer.resume_checkpoint`: the latest, or, when it cannot be
+    read, the newest one that can, said in one line). When none can be read, the newest
+    (whose restore then fails naming it)."""
+    from acvi_tf.training.trainer import (CheckpointError, listed_checkpoints, read_best,
+                                          resume_checkpoint)
     best = read_best(model_dir)
     if best is not None:
         return os.path.join(model_dir, best["checkpoint"])
-    return latest_checkpoint(model_dir)
+    try:
+        return resume_checkpoint(model_dir, log)
+    except CheckpointError:
+        listed = listed_checkpoints(model_dir)
+        return listed[0][1] if listed else None
 
 
 def restore_model(model, model_dir, build_batch):

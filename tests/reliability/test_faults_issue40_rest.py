@@ -258,3 +258,51 @@ def test_a_checkpoint_without_checksums_is_read_tensor_by_tensor(tmp_path):
     with open(prefix + ".data-00000-of-00001", "r+b") as f:
         f.truncate(os.path.getsize(prefix + ".data-00000-of-00001") - 8)
     assert trainer_lib.checkpoint_problem(prefix).startswith("truncated or garbled")
+
+
+# -- 5: eval/decode past a truncated newest checkpoint ---------------------------------------
+
+def test_restore_falls_back_past_a_truncated_newest_checkpoint(tmp_path, monkeypatch):
+    from acvi_tf.models.seq2seq import Seq2Seq
+    _trainer(tmp_path, 4, checkpoint_every=2).train()
+    data = str(tmp_path / "ckpt" / "ckpt-4.data-00000-of-00001")
+    with open(data, "r+b") as f:
+        f.truncate(os.path.getsize(data) - 1000)
+    logged = []
+    monkeypatch.setattr(runs, "log", logged.append)
+    assert runs.restore_model(Seq2Seq(_cfg(attention="soft")), str(tmp_path), _batch()) == 2
+    assert len(logged) == 1 and logged[0].startswith(
+        f"WARNING: {tmp_path / 'ckpt' / 'ckpt-4'} cannot be read (ckpt-4.data-00000-of-00001 "
+        f"has "), logged
+    assert logged[0].endswith(
+        f"; using the newest readable checkpoint {tmp_path / 'ckpt' / 'ckpt-2'} instead")
+
+
+def _decode(model_dir):
+    return cli.run("experiments.translate", ["--mode=decode", f"--model_dir={model_dir}"],
+                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **_env()),
+                   input="ein mann\nzwei frauen\n", timeout=600)
+
+
+def test_decode_falls_back_past_a_truncated_newest_checkpoint(trained, tmp_path):
+    model_dir = _copy(trained, tmp_path)
+    ckpt = os.path.join(model_dir, "ckpt")
+    data = os.path.join(ckpt, "ckpt-6.data-00000-of-00001")
+    with open(data, "r+b") as f:
+        f.truncate(os.path.getsize(data) - 1000)
+    r = _decode(model_dir)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    warnings = [line for line in _short(r.stderr) if "WARNING" in line]
+    assert len(warnings) == 1, r.stderr[-3000:]
+    assert warnings[0].startswith(f"WARNING: {ckpt}/ckpt-6 cannot be read (")
+    assert warnings[0].endswith(f"using the newest readable checkpoint {ckpt}/ckpt-3 instead")
+    assert len(r.stdout.splitlines()) == 2
+    # the decode of ckpt-3 itself (the state file naming it, ckpt-6 gone)
+    for path in glob.glob(os.path.join(ckpt, "ckpt-6.*")):
+        os.remove(path)
+    with open(os.path.join(ckpt, "checkpoint"), "w") as f:
+        f.write('model_checkpoint_path: "ckpt-3"\nall_model_checkpoint_paths: "ckpt-3"\n')
+    again = _decode(model_dir)
+    assert again.returncode == 0 and "WARNING" not in again.stderr, again.stderr[-3000:]
+    assert again.stdout == r.stdout
