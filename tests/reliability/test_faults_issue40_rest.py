@@ -260,6 +260,115 @@ def test_a_checkpoint_without_checksums_is_read_tensor_by_tensor(tmp_path):
     assert trainer_lib.checkpoint_problem(prefix).startswith("truncated or garbled")
 
 
+# -- 4: MultiWorkerMirroredStrategy with one worker ------------------------------------------
+
+ONE_WORKER = textwrap.dedent("""
+    import json, os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import numpy as np
+    import tensorflow as tf
+    from acvi_tf.data.synthetic import ReverseTask
+    from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
+    from acvi_tf.training.trainer import Trainer, TrainConfig, make_strategy
+    out = {}
+    # (the multi-worker strategy first: it sets up the collectives of this process)
+    for name in sys.argv[2:]:
+        strategy = make_strategy(name)
+        cfg = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, embed_dim=8, encoder_units=8,
+                          decoder_units=8, attention_units=8, head_units=8, dropout=0.1,
+                          attention="soft")
+        lines = []
+        tc = TrainConfig(model_dir=os.path.join(sys.argv[1], name), train_steps=4,
+                         learning_rate=0.01, progress=False, eval_every=0, log_every=1,
+                         checkpoint_every=2, gumbel_fraction=0.0)
+        t = Trainer(lambda: Seq2Seq(cfg), tc, ReverseTask(vocab_size=10, batch_size=8, seed=1),
+                    strategy=strategy, log=lines.append)
+        metrics = t.train()
+        out[name] = {"replicas": strategy.num_replicas_in_sync,
+                     "multi_worker": isinstance(
+                         strategy, tf.distribute.MultiWorkerMirroredStrategy),
+                     "chief": t.is_chief,
+                     "losses": [float(l.split(" loss=")[1].split()[0]) for l in lines
+                                if l.startswith("step ")],
+                     "loss": float(metrics["loss"]),
+                     "weights": [v.numpy().tolist() for v in t.model.trainable_variables]}
+    json.dump(out, open(os.path.join(sys.argv[1], "out.json"), "w"))
+""")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("tf_config", ["none", "one worker"])
+def test_multiworker_with_one_worker_trains_as_the_default_strategy(tmp_path, tf_config):
+    """--strategy=multiworker on one machine without TF_CONFIG, or with a TF_CONFIG of one
+    worker (its first use on one GPU), trains one replica (dropout on: the replica's seed
+    is the default strategy's) and takes the default strategy's steps; it writes the
+    checkpoints as the chief."""
+    script = tmp_path / "one_worker.py"
+    script.write_text(ONE_WORKER)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("TF_CONFIG", None)
+    if tf_config == "one worker":
+        env["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"localhost:{_free_port()}"]},
+                                       "task": {"type": "worker", "index": 0}})
+    r = cli.run(str(script), [str(tmp_path), "multiworker", "default"], env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.load(open(tmp_path / "out.json"))
+    mw, default = out["multiworker"], out["default"]
+    assert mw["multi_worker"] and mw["replicas"] == 1 and mw["chief"]
+    assert not default["multi_worker"]
+    assert len(mw["losses"]) == 4 and mw["losses"] == default["losses"]
+    np.testing.assert_allclose(mw["loss"], default["loss"], rtol=1e-6)
+    for a, b in zip(mw["weights"], default["weights"]):
+        np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-6)
+    assert sorted(os.path.basename(p) for p in glob.glob(
+        str(tmp_path / "multiworker" / "ckpt" / "ckpt-*.index"))) == ["ckpt-2.index",
+                                                                     "ckpt-4.index"]
+
+
+def _train_losses(model_dir):
+    with open(os.path.join(model_dir, "history.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    return {r["step"]: r["train"]["loss"] for r in records if "train" in r}
+
+
+STRATEGY_SCRIPT = '''
+import runpy, sys
+import tensorflow as tf
+from acvi_tf.training import trainer
+real = trainer.make_strategy
+def make_strategy(*args, **kw):
+    strategy = real(*args, **kw)
+    multi = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    print(f"strategy: multi_worker={multi} replicas={strategy.num_replicas_in_sync}",
+          file=sys.stderr)
+    return strategy
+trainer.make_strategy = make_strategy
+runpy.run_module("experiments.translate", run_name="__main__", alter_sys=True)
+'''
+
+
+def test_the_cli_with_multiworker_on_one_machine_matches_the_default_run(trained, tmp_path):
+    """The command of the issue, ``--strategy=multiworker`` on one machine, trains and
+    logs the losses of the default strategy's run (the fixture's, the same flags)."""
+    script = tmp_path / "strategy.py"
+    script.write_text(STRATEGY_SCRIPT)
+    model_dir = str(tmp_path / "run")
+    r = _cli(SMOKE + [f"--model_dir={model_dir}", "--strategy=multiworker"],
+             env=dict(_env(), PYTHONPATH=ROOT), module=str(script))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    assert "strategy: multi_worker=True replicas=1" in r.stderr
+    ours, default = _train_losses(model_dir), _train_losses(trained)
+    assert sorted(ours) == [2, 4, 6]
+    np.testing.assert_allclose([ours[s] for s in sorted(ours)],
+                               [default[s] for s in sorted(default)], rtol=1e-5)
+
+
 # -- 5: eval/decode past a truncated newest checkpoint ---------------------------------------
 
 def test_restore_falls_back_past_a_truncated_newest_checkpoint(tmp_path, monkeypatch):
