@@ -295,3 +295,33 @@ def test_the_converged_grid_runs_the_kl_weights_at_the_converged_recipe_on_unuse
     assert weights == {f"kl_weight={w}": {10, 11}
                        for w in ("1e-3", "3e-4", "1e-4", "3e-5", "1e-5", "0")}
     assert [c[0] for c in acvi_study.select(cells, "grid_converged")] == [c[0] for c in cells]
+
+
+def test_the_converged_grid_chooses_by_mean_val_bleu_among_complete_cells(tmp_path):
+    """A cell is chosen only when every seed finished, by the mean of its seeds' val BLEU
+    (never test): a cell with one higher seed but another missing is not chosen."""
+    choose = acvi_study_report.converged_choice
+    assert choose({"a": [30.0, None], "b": [None, None]}) is None
+    assert choose({"a": [36.0, None], "b": [33.0, 34.0], "c": [35.0, 31.0]}) == "b"
+    root = tmp_path / "runs"
+    cells = acvi_study.cells(str(root))
+    dirs = {c[0]: c[4] for c in cells}
+    # val and test disagree: the test scores must not decide
+    for cell, val, test in (("conv_kl1e-3_s10", 30.0, 40.0), ("conv_kl1e-3_s11", 31.0, 40.0),
+                            ("conv_kl0_s10", 33.0, 20.0), ("conv_kl0_s11", 32.0, 20.0),
+                            ("conv_kl1e-4_s10", 50.0, 50.0)):
+        _fake_run(dirs[cell], val, test, 0.5, ["x"])
+        with open(os.path.join(dirs[cell], "results.json")) as f:
+            r = json.load(f)
+        r["selected_checkpoint"] = {"step": 7500}
+        with open(os.path.join(dirs[cell], "results.json"), "w") as f:
+            json.dump(r, f)
+    lines, payload = acvi_study_report.converged_grid(
+        {c[0]: acvi_study_report.load_run(os.path.dirname(c[4]), c[0])
+         for c in cells if c[1] == "grid_converged"})
+    assert payload["choice"] == "kl0"
+    assert payload["cells"]["kl0"]["val_bleu"] == [33.0, 32.0]
+    assert payload["cells"]["kl1e-4"]["best_step"] == [7500, None]
+    text = "\n".join(lines)
+    assert "**kl0**" in text and "| kl0 | KL weight 0, cpu_converged | 33.00 | 32.00 | 32.50 |" in text
+    assert "| kl1e-4 | KL weight 1e-4, cpu_converged | 50.00 | not run yet | – |" in text
