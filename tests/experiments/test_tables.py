@@ -401,7 +401,9 @@ def test_table4_cpu_shows_only_its_recipe(tmp_path):
         text = runner.write_table(table, results, str(out))
         data = json.loads((tmp_path / f"{table}.json").read_text())
         assert list(data) == ["soft"] and data["soft"]["test_bleu"] == [test, test + 1]
-        assert label in text.split("\n")[0] + text
+        assert label in text.split("\n")[0]
+        # the header names the recipe: budget, schedule, checkpoint selection
+        assert ("**Recipe of every row**" in text) == (table == "table4-cpu")
         assert f"{test + 0.5:.2f} ± 0.71" in _row(text, "Baseline (soft attention)")[2]
 
 
