@@ -26,7 +26,9 @@ positions get marginal exactly 0.
 The context (Kim et al. c = sum_i p(z_i = 1 | x, q) x_i; their NMT code
 ``models-nmt.lua`` normalises the marginals and scales them by lambda = 2):
 
-    a_t^i = p(z_i = 1) / sum_j p(z_j = 1)      (the returned attention, sums to 1)
+    a_t^i = p(z_i = 1) / sum_j p(z_j = 1)      (the returned attention, sums to 1;
+                                                computed as a softmax of log p(z_i = 1),
+                                                which float32 cannot underflow)
     c_t   = scale * sum_i a_t^i h_i             (normalize=True, the default, scale=2)
     c_t   = sum_i p(z_i = 1) h_i                (normalize=False: the raw marginals)
 
@@ -37,6 +39,7 @@ import keras
 import tensorflow as tf
 
 from acvi_tf.attention.base import ContextVariant, register_attention, weighted_sum
+from acvi_tf.utils.ops import masked_softmax
 
 
 def _chain_forward(potentials, mask, transition):
@@ -67,8 +70,9 @@ def _chain_forward(potentials, mask, transition):
     return tf.transpose(alphas, [1, 0, 2])
 
 
-def crf_marginals(unary, mask, transition, start=None, end=None):
-    """log Z [B] and node marginals p(z_i = 1) [B, N] of the binary chain CRF.
+def crf_log_marginals(unary, mask, transition, start=None, end=None):
+    """log Z [B] and the log node marginals log p(z_i = 1) [B, N] of the binary chain CRF
+    (0 at padded positions: use ``mask``).
 
     ``unary`` [B, N] is the potential of z_i = 1 (z_i = 0 has 0), ``mask``
     [B, N] bool marks the real positions, ``transition`` [2, 2] is W[z_i, z_{i+1}].
@@ -105,11 +109,32 @@ def crf_marginals(unary, mask, transition, start=None, end=None):
     alpha, beta = both[:batch], tf.reverse(both[batch:], [1])
     log_z = tf.reduce_logsumexp(alpha[:, -1], axis=-1)
     log_marginal = alpha[..., 1] + beta[..., 1] - node[..., 1] - log_z[:, None]
-    # Double where: exp() never sees the (meaningless) values at padded positions,
-    # so their zero gradient stays zero rather than 0 * inf.
-    safe = tf.where(mask, log_marginal, tf.zeros_like(log_marginal))
-    marginals = tf.where(mask, tf.exp(safe), tf.zeros_like(safe))
-    return log_z, marginals
+    # Double where: nothing downstream sees the (meaningless) values at padded
+    # positions, so their zero gradient stays zero rather than 0 * inf.
+    return log_z, tf.where(mask, log_marginal, tf.zeros_like(log_marginal))
+
+
+def crf_marginals(unary, mask, transition, start=None, end=None):
+    """log Z [B] and node marginals p(z_i = 1) [B, N] of the binary chain CRF (the
+    arguments of :func:`crf_log_marginals`); padded positions get exactly 0.
+
+    In float32 p(z_i = 1) underflows to 0 once log p(z_i = 1) < ~ -87 (-103 with
+    denormals): normalise the marginals from :func:`crf_log_marginals`, never these.
+    """
+    log_z, log_marginal = crf_log_marginals(unary, mask, transition, start, end)
+    mask = tf.convert_to_tensor(mask, tf.bool)
+    return log_z, tf.where(mask, tf.exp(log_marginal), tf.zeros_like(log_marginal))
+
+
+def normalized_marginals(log_marginal, mask):
+    """p(z_i = 1) / sum_j p(z_j = 1) over the real positions, computed as a softmax of the
+    log marginals: exact when every p(z_j = 1) underflows in float32 (all scores far
+    below 0), where exp-then-divide gives 0 / 0 -> an all-zero attention, a zero
+    context and no gradient to leave it (the bug of the archived 2,500-step run's code,
+    issue 34). Padded positions get 0; a row with no real position gets all zeros."""
+    mask = tf.convert_to_tensor(mask, tf.bool)
+    probs = masked_softmax(log_marginal, mask)
+    return tf.where(mask, probs, tf.zeros_like(probs))
 
 
 def boundary_potentials(transition):
@@ -184,13 +209,12 @@ class StructuredAttention(ContextVariant):
         start = end = None
         if self.boundary == "mean":
             start, end = boundary_potentials(transition)
-        _, marginals = crf_marginals(scores, mask, transition, start, end)
-        total = tf.reduce_sum(marginals, axis=-1, keepdims=True)
-        # Every real position has p(z_i = 1) > 0, so total > 0 whenever a row has one.
-        probs = marginals / tf.maximum(total, 1e-30)
+        _, log_marginal = crf_log_marginals(scores, mask, transition, start, end)
+        probs = normalized_marginals(log_marginal, mask)
         if self.normalize:
             context = self.scale * weighted_sum(probs, memory, memory_state, "memory")
         else:
+            marginals = tf.where(mask, tf.exp(log_marginal), tf.zeros_like(log_marginal))
             context = weighted_sum(marginals, memory, memory_state, "memory")
         return context, probs, {}, state.get("variant", {})
 

@@ -429,3 +429,30 @@ def test_new_options_config_and_bad_values():
         StructuredAttention(D, boundary="start")
     with pytest.raises(ValueError, match="unary_bias"):
         StructuredAttention(D, unary_bias="high")
+
+
+def test_normalised_marginals_survive_float32_underflow():
+    """Issue 34: when every score is far below 0 (a decoder state that attends nowhere),
+    each p(z_i = 1) underflows to 0 in float32; the attention must still be the
+    normalised marginals (a softmax of log p: here softmax(e), as log sigmoid(e) ~ e),
+    summing to 1 with a gradient to the scores, not 0 / 0 -> a zero context for good."""
+    rng = np.random.default_rng(16)
+    scores = (-150.0 + 3.0 * rng.normal(size=[3, 12])).astype(np.float32)
+    mask = np.ones([3, 12], bool)
+    mask[2, 7:] = False
+    memory = rng.normal(size=[3, 12, D]).astype(np.float32)
+    _, raw = crf_marginals(scores, mask, np.zeros([2, 2], np.float32))
+    assert np.all(raw.numpy() == 0.0)  # the underflow itself
+    variant = StructuredAttention(D)
+    s = tf.Variable(scores)
+    with tf.GradientTape() as tape:
+        context, probs, _, _ = variant.step(s, _memory_state(mask, memory),
+                                            {"time": tf.constant(0), "variant": {}})
+        objective = tf.reduce_sum(context * rng.normal(size=[D]).astype(np.float32))
+    soft = np.where(mask, np.exp(scores - scores.max(-1, keepdims=True)), 0.0)
+    np.testing.assert_allclose(probs, soft / soft.sum(-1, keepdims=True), atol=1e-5)
+    np.testing.assert_allclose(context, 2.0 * np.einsum("bn,bnd->bd", probs, memory),
+                               atol=1e-5)
+    grad = tape.gradient(objective, s).numpy()
+    assert np.all(np.isfinite(grad)) and np.abs(grad[mask]).max() > 1e-3
+    assert np.all(grad[~mask] == 0.0)
