@@ -7,7 +7,8 @@ import json
 import os
 import sys
 
-from benchmarks.bench import REPO_ROOT, code_version
+from acvi_tf.utils.provenance import code_version
+from benchmarks import REPO_ROOT
 from benchmarks.load import is_idle, load_average
 
 

@@ -15,7 +15,7 @@ dropout 0.2, SGD (learning rate 1) with global-norm clipping at 5; ours is
 The known differences are in the JSON's ``model_notes``.
 
 1. Random batches (batch 128, 50 source / 50 target tokens, no padding) are made from
-   one seed by ``benchmarks.bench.random_batch`` and saved to a ``.npz``; both sides
+   one seed by ``benchmarks.workload.random_batch`` and saved to a ``.npz``; both sides
    read that file, so they train on the same shapes and token ids.
 2. Each side runs in a subprocess of its own (ours: this Python; the peer: the
    ``.venv-peers`` Python, TF 2.13), builds its model, makes its first (tracing) call
@@ -48,7 +48,8 @@ import sys
 import time
 
 from acvi_tf.utils.precision import PRECISIONS
-from benchmarks.bench import REPO_ROOT, code_version
+from acvi_tf.utils.provenance import code_version
+from benchmarks import REPO_ROOT
 from benchmarks.load import OtherLoad, load_average
 from benchmarks.load import is_idle as load_is_idle
 from benchmarks.peers import common
