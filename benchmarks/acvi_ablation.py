@@ -1,6 +1,6 @@
 """Where ACVI's training step spends its time beyond soft attention's: an ablation.
 
-Each row is the same model at the paper's sizes (``bench.TRANSLATION_MODEL`` or
+Each row is the same model at the paper's sizes (``profiles.TRANSLATION_MODEL`` or
 ``SUMMARIZATION_MODEL``) with one part of ACVI removed, so the difference between two
 rows is that part's cost. The rows' steps are timed alternately in one process (A B C
 A B C ...), so a load that changes during the run affects every row alike:
@@ -36,9 +36,9 @@ import time
 import numpy as np
 
 from benchmarks import record
-from benchmarks.bench import (SUMMARIZATION_MODEL, TOY_MODEL, TRANSLATION_MODEL,
-                              make_train_step, random_batch)
 from benchmarks.load import OtherLoad, load_average
+from benchmarks.profiles import SUMMARIZATION_MODEL, TOY_MODEL, TRANSLATION_MODEL
+from benchmarks.workload import make_train_step, random_batch
 
 SIZES = {"translation": (TRANSLATION_MODEL, 128, 50, 50),
          "summarization": (dict(SUMMARIZATION_MODEL, dropout=0.0), 16, 400, 100),

@@ -1,12 +1,17 @@
 """FLOPs of a training step: the analytic matmul count of a model config, and the dot
-FLOPs of an XLA-optimised HLO module (each while-loop body times its trip count).
+FLOPs of an XLA-optimised HLO module (each while-loop body times its trip count), the
+dump of that HLO, and the FLOP fields of ``make bench``'s records.
 See :mod:`benchmarks.bench` for how the benchmark uses them."""
 
 import math
 import os
 import re
 
+from benchmarks.output import error_text
+
 BASELINE = "soft"  # the variant whose FLOPs the analytic count fully knows
+DUMP_MODULE_PREFIX = "bench_train_step"
+
 
 def analytic_flops(config, batch, src_len, tgt_len):
     """Matmul FLOPs of one training step of a ``ModelConfig``, by hand (the fallback).
@@ -224,7 +229,7 @@ def hlo_dot_flops(hlo_text):
             "dots": sum(c["num_dots"] for c in comps.values())}
 
 
-def _dumped_hlo(dump_dir, module_name):
+def dumped_hlo(dump_dir, module_name):
     """The text of the optimised HLO dumped for a module, or None."""
     if not dump_dir or not os.path.isdir(dump_dir):
         return None
@@ -236,3 +241,56 @@ def _dumped_hlo(dump_dir, module_name):
     path = max((os.path.join(dump_dir, f) for f in found), key=os.path.getsize)
     with open(path) as f:
         return f.read()
+
+
+def module_name(size_name, variant):
+    """The name of a timed step function, and so of its XLA module in the HLO dump."""
+    return re.sub(r"\W", "_", f"{DUMP_MODULE_PREFIX}_{size_name}_{variant}")
+
+
+def xla_dump_flags(existing, dump_dir):
+    """``XLA_FLAGS`` that add dumping the timed steps' optimised HLO to ``dump_dir``."""
+    return " ".join(filter(None, [
+        existing, f"--xla_dump_to={dump_dir}", "--xla_dump_hlo_as_text",
+        f"--xla_dump_hlo_module_re=.*{DUMP_MODULE_PREFIX}.*"]))
+
+
+# -- the FLOP fields of a record ------------------------------------------------------
+
+def add_flops(rec, flops, peak_gflops):
+    """Adds a variant's FLOP fields, achieved GFLOP/s and the fraction of the matmul peak."""
+    rec.update(flops)
+    if rec.get("flops_per_step") and "ms_per_step_median" in rec:
+        gflops = rec["flops_per_step"] / (rec["ms_per_step_median"] / 1e3) / 1e9
+        rec["gflops_per_s"] = gflops
+        rec["fraction_of_peak"] = gflops / peak_gflops if peak_gflops else None
+
+
+def analytic_fields(config, size):
+    analytic, complete = analytic_flops(config, size.batch, size.src_len, size.tgt_len)
+    return {"flops_analytic": analytic, "flops_analytic_complete": complete,
+            "flops_hlo": None, "flops_hlo_loops": None,
+            "flops_per_step": analytic, "flops_method": "analytic_matmul"}
+
+
+def count_flops(run, size, mode, dump_dir, log):
+    """The FLOP fields of a record (see :mod:`benchmarks.bench`)."""
+    out = analytic_fields(run.config, size)
+    want_hlo = mode == "hlo" or (mode == "auto" and run.xla)
+    if not want_hlo:
+        return out
+    note = None
+    try:
+        counted = hlo_dot_flops(run.hlo_text(dump_dir))
+        out["flops_hlo"], out["flops_hlo_loops"] = counted["flops"], counted["loops"]
+        if counted["flops"] is None:
+            note = "a loop with dots had no resolvable trip count"
+    except Exception as e:
+        note = error_text(e)[:300]
+    if out["flops_hlo"]:
+        out.update(flops_per_step=out["flops_hlo"], flops_method="xla_hlo_dot")
+    else:
+        out["flops_hlo_error"] = note or "no HLO dump found"
+        log(f"  {run.size_name} {run.variant}: no HLO FLOP count "
+            f"({out['flops_hlo_error']}); using the analytic count")
+    return out

@@ -9,7 +9,7 @@ grouped into classes (:data:`CLASSES`: matrix products, elementwise, data moveme
 reductions, loop bookkeeping, random, other) so that the question "why is the step at X%
 of the matmul peak?" has an answer in milliseconds: the time outside matrix products.
 
-Against the float32 matmul peak measured in the same run (``bench.matmul_peak``) the step's
+Against the float32 matmul peak measured in the same run (``machine.matmul_peak``) the step's
 fraction of peak splits into two factors: the share of op time spent in matrix products,
 and the rate those products run at (the analytic matmul FLOPs of
 ``benchmarks.flops.analytic_flops`` over the step's wall time times that share).
@@ -206,7 +206,7 @@ def main(argv=None):
                 f"benchmarks.acvi_ablation ({', '.join(ROWS)})")
     if args.steps < 1:
         p.error(f"--steps: {args.steps} must be at least 1")
-    from benchmarks.bench import matmul_peak
+    from benchmarks.machine import matmul_peak
     from benchmarks.flops import analytic_flops
     load_start = load_average()
     steps, batch = build_steps(args.size, rows)

@@ -4,15 +4,15 @@ import json
 import textwrap
 
 from acvi_tf import attention
-from benchmarks import bench
+from benchmarks import bench, flops, isolation, profiles, timing
 
 
 def test_every_registered_variant_and_model_is_benchmarked_by_default():
-    variants = bench.planned_variants()
-    assert set(variants) == set(attention.available()) | set(bench.MODEL_VARIANTS)
+    variants = profiles.planned_variants()
+    assert set(variants) == set(attention.available()) | set(profiles.MODEL_VARIANTS)
     assert {"transformer", "ved", "vrnmt"} <= set(variants)  # every baseline outside attention
-    assert variants[0] == bench.BASELINE and len(variants) == len(set(variants))
-    assert bench.planned_variants("acvi") == [bench.BASELINE, "acvi"]
+    assert variants[0] == profiles.BASELINE and len(variants) == len(set(variants))
+    assert profiles.planned_variants("acvi") == [profiles.BASELINE, "acvi"]
 
 
 def test_smoke_profile_reports_every_variant_it_runs(tmp_path):
@@ -23,7 +23,7 @@ def test_smoke_profile_reports_every_variant_it_runs(tmp_path):
     out = tmp_path / "bench.json"
     bench.main(["--profile=smoke", "--variants=transformer,ved", f"--out={out}"])
     result = json.loads(out.read_text())
-    variants = {bench.BASELINE, "transformer", "ved"}
+    variants = {profiles.BASELINE, "transformer", "ved"}
 
     train = result["train"]
     assert {r["variant"] for r in train} == variants
@@ -98,12 +98,12 @@ HLO = textwrap.dedent("""\
 
 def test_hlo_dot_flops_counts_loop_bodies_times_their_trip_counts():
     fused, forward, grad = 2 * 4 * 16 * 8, 2 * 4 * 8 * 8, 2 * (2 * 4 * 8) * 3
-    counted = bench.hlo_dot_flops(HLO.replace("%BODY", "%lstm_while_body_7_grad_9.4"))
+    counted = flops.hlo_dot_flops(HLO.replace("%BODY", "%lstm_while_body_7_grad_9.4"))
     assert counted["flops"] == fused + 5 * forward + 5 * grad
     assert counted["loops"]["known_trip_count"] == 1
     assert counted["loops"]["from_forward_loop"] == 1
     # A loop with dots and no way to know its trip count: no HLO count at all.
-    counted = bench.hlo_dot_flops(HLO.replace("%BODY", "%mystery_body.4"))
+    counted = flops.hlo_dot_flops(HLO.replace("%BODY", "%mystery_body.4"))
     assert counted["flops"] is None
     assert counted["loops"]["unresolved_with_dots"] == 1
 
@@ -113,16 +113,16 @@ def test_precision_option_builds_models_and_optimisers_of_that_policy():
     float16); one training step and one beam search run (nothing is timed here)."""
     import keras
     assert bench.parse_args(["--precision=mixed_bfloat16"]).precision == "mixed_bfloat16"
-    size = bench.PROFILES["smoke"].sizes["translation"]
+    size = profiles.PROFILES["smoke"].sizes["translation"]
     for precision in ("mixed_bfloat16", "mixed_float16"):
-        run = bench.TrainRun("translation", size, "acvi", False, 0, 0.0, precision)
+        run = timing.TrainRun("translation", size, "acvi", False, 0, 0.0, precision)
         assert run.error is None, run.error
         assert run.model.config.precision == precision
         assert run.model.compute_dtype == precision.removeprefix("mixed_")
         assert isinstance(run.optimizer, keras.optimizers.LossScaleOptimizer) == (
             precision == "mixed_float16")
         run.first_call(warmup=0)
-        rec = bench.run_beam("translation", size, "acvi", run.model, False, 1, 0, precision)
+        rec = timing.run_beam("translation", size, "acvi", run.model, False, 1, 0, precision)
         assert rec["error"] is None, rec["error"]
 
 
@@ -130,11 +130,11 @@ def test_worker_results_come_back_and_a_crashed_worker_becomes_error_records():
     group = {"profile": "smoke", "size": "translation", "xla": False, "variants": ["soft", "acvi"],
              "flops": "auto", "seed": 0, "max_pad_fraction": 0.0, "warmup": 0, "steps": 1,
              "beam_reps": 1, "precision": "float32"}
-    empty = bench._spawn(dict(group, train=False, beam=False), log=lambda msg: None)
+    empty = isolation.spawn(dict(group, train=False, beam=False), log=lambda msg: None)
     assert empty == {"train": [], "flops": {}, "beam": [], "worker_exit_code": 0}
 
     del group["seed"]  # the worker dies on its first look at the spec
-    crashed = bench._spawn(dict(group, train=True, beam=True), log=lambda msg: None)
+    crashed = isolation.spawn(dict(group, train=True, beam=True), log=lambda msg: None)
     assert crashed["worker_exit_code"] == 1
     assert [r["variant"] for r in crashed["train"]] == ["soft", "acvi"]
     assert [r["variant"] for r in crashed["beam"]] == ["soft", "acvi"]

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from benchmarks.bench import random_batch
+from benchmarks.workload import random_batch
 
 # Our token ids (ModelConfig defaults): 0 pad, 1 unk, 2 bos, 3 eos, words from 4.
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -47,7 +47,7 @@ class PeerSize:
 
 
 SIZES = {
-    # Our paper MT model (benchmarks.bench.TRANSLATION_MODEL) with dropout 0.2 and SGD.
+    # Our paper MT model (benchmarks.profiles.TRANSLATION_MODEL) with dropout 0.2 and SGD.
     "full": PeerSize(src_vocab=17191, tgt_vocab=7709, embed=256, units=256, layers=2,
                      dropout=0.2, batch=128, src_len=50, tgt_len=50, beam_width=10,
                      beam_batch=32, beam_max_length=50, warmup=2, steps=5, beam_reps=3),
@@ -61,7 +61,7 @@ SIZES = {
 def make_batches(size, seed):
     """The training batches (``warmup + 1 + steps`` of them) and the beam-search sources.
 
-    Built by ``benchmarks.bench.random_batch`` (as ``make bench`` builds its batches),
+    Built by ``benchmarks.workload.random_batch`` (as ``make bench`` builds its batches),
     one ``np.random.default_rng(seed)`` for all of them: the same seed gives the same
     arrays. Returns a dict of stacked int32 arrays in our id convention: ``src``
     [K, B, N], ``tgt_in`` and ``tgt_out`` [K, B, T], ``beam_src`` [beam batch, N].

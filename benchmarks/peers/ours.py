@@ -3,8 +3,8 @@
 
 The model is ``Seq2Seq(ModelConfig(...))`` with ``attention="soft"``,
 ``score="multiplicative"`` (Luong's general score) at the sizes in the batches file, built
-and given its variables by ``benchmarks.bench.build_model``; the training step is
-``benchmarks.bench.make_train_step`` (the Trainer's single-replica step: loss terms,
+and given its variables by ``benchmarks.workload.build_model``; the training step is
+``benchmarks.workload.make_train_step`` (the Trainer's single-replica step: loss terms,
 per-token loss, gradients, global-norm clip, update under a finiteness check) with the
 Trainer's own SGD (``trainer.make_optimizer``). Beam search is ``Seq2Seq.decode`` with
 ``min_length = max_length`` (every call decodes the full length), as ``make bench`` times it.
@@ -24,7 +24,7 @@ def setup(path, precision="float32", xla="off"):
 
     from acvi_tf.models.seq2seq import ModelConfig
     from acvi_tf.training.trainer import TrainConfig, make_optimizer
-    from benchmarks.bench import build_model, make_train_step
+    from benchmarks.workload import build_model, make_train_step
 
     arrays, size, seed = common.load_batches(path)
     config = ModelConfig(
