@@ -51,11 +51,12 @@ import sys
 from absl import app, flags
 
 from acvi_tf.data import msvd
-from acvi_tf.runs import command_line, load_model
+from acvi_tf.run.restore import load_model
 from acvi_tf.tasks import captioning as task_lib
 from acvi_tf.tasks.base import read_lines, write_output
 from acvi_tf.tasks.captioning import (DEFAULT_FEATURES, DEFAULT_VIDEOS, CaptioningConfig,
                                       CaptioningTask, FeaturesMissing)
+from acvi_tf.utils.provenance import command_line
 from experiments import flags as xflags
 
 FLAGS = flags.FLAGS

@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 
-from acvi_tf.runs import load_json, write_report
+from acvi_tf.utils.files import load_json, write_report
 from experiments.tables.curves import curve, plot_rows, read_history
 from experiments.tables.render import markdown_table
 

@@ -25,15 +25,17 @@ from acvi_tf import attention as attention_lib
 from acvi_tf import latent as latent_lib
 from acvi_tf.attention.scores import SCORES as SCORE_REGISTRY
 from acvi_tf.data.sources import DataError
+from acvi_tf.errors import ConfigError, RunError
 from acvi_tf.models import model_names
 from acvi_tf.models.decoder import CELLS
 from acvi_tf.models.seq2seq import ModelConfig
 from acvi_tf.registry import constructor_options
-from acvi_tf.runs import (ConfigError, RunError, command_line, load_run_config, locked_run_dir,
-                          run_segment, save_run_config, update_results)
+from acvi_tf.run.directory import load_run_config, locked_run_dir, run_segment, save_run_config
+from acvi_tf.run.results import update_results
 from acvi_tf.tasks.base import DecodeConfig, RunInfo
 from acvi_tf.utils import manifest
 from acvi_tf.utils.precision import PRECISIONS
+from acvi_tf.utils.provenance import command_line
 from acvi_tf.training.schedules import KL_ANNEALING
 from acvi_tf.training.trainer import (CheckpointError, TrainConfig, TrainingDiverged,
                                       check_resume)
@@ -687,9 +689,9 @@ def run_guarded(body, errors=(), model_dir=None, mode=None, module=None):
     setting (:class:`ConfigError`) into a :class:`FlagError` naming the flag, missing
     data or files into ``error: ...`` exits. ``errors`` adds (exception types, prefix).
     A ``mode`` that writes into ``model_dir`` (every mode but decode and export) holds
-    the run directory's lock (:func:`acvi_tf.runs.locked_run_dir`) while it runs, and
-    records this start of the run, with the command of the CLI ``module``, in
-    ``provenance.json`` (:func:`acvi_tf.runs.run_segment`)."""
+    the run directory's lock (:func:`acvi_tf.run.directory.locked_run_dir`) while it
+    runs, and records this start of the run, with the command of the CLI ``module``, in
+    ``provenance.json`` (:func:`acvi_tf.run.directory.run_segment`)."""
     try:
         if model_dir and mode and mode not in READ_ONLY_MODES and is_chief():
             # (the other workers of a multi-worker run share the chief's model_dir and

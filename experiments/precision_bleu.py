@@ -85,7 +85,7 @@ def main(argv=None):
                         help="run directories of the other precision")
     parser.add_argument("--out", required=True, help="markdown report (a .json beside it)")
     args = parser.parse_args(argv)
-    from acvi_tf.runs import write_report, write_text
+    from acvi_tf.utils.files import write_report, write_text
     result = compare(args.baseline, args.candidate)
     command = "python -m experiments.precision_bleu " + " ".join(
         sys.argv[1:] if argv is None else argv)

@@ -59,10 +59,12 @@ from absl import app, flags
 
 from acvi_tf.metrics.meteor import MeteorError
 from acvi_tf.metrics.rouge import RougeError
-from acvi_tf.runs import command_line, finish_results, load_model
+from acvi_tf.run.restore import load_model
+from acvi_tf.run.results import finish_results
 from acvi_tf.tasks import summarization as task_lib
 from acvi_tf.tasks.base import read_lines, write_output
 from acvi_tf.tasks.summarization import PHASES, SummarizationConfig, SummarizationTask
+from acvi_tf.utils.provenance import command_line
 from experiments import flags as xflags
 
 FLAGS = flags.FLAGS

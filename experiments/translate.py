@@ -42,10 +42,12 @@ import sys
 from absl import app, flags
 
 from acvi_tf.data.translation import DATASETS
-from acvi_tf.runs import command_line, finish_results, load_model
+from acvi_tf.run.restore import load_model
+from acvi_tf.run.results import finish_results
 from acvi_tf.tasks.base import read_lines, write_output
 from acvi_tf.tasks import translation as task_lib
 from acvi_tf.tasks.translation import TranslationConfig, TranslationTask
+from acvi_tf.utils.provenance import command_line
 from experiments import flags as xflags
 
 FLAGS = flags.FLAGS

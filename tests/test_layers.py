@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("acvi_tf", "experiments", "benchmarks")
 # acvi_tf's layers, lowest first: a module may import its own layer and the ones below.
 LAYERS = [
-    {"acvi_tf", "acvi_tf.utils", "acvi_tf.registry"},
+    {"acvi_tf", "acvi_tf.utils", "acvi_tf.registry", "acvi_tf.errors"},
     {"acvi_tf.metrics"},
     {"acvi_tf.attention"},
     {"acvi_tf.layers"},  # the public Keras layer ACVIAttention (issue 37)
@@ -23,7 +23,7 @@ LAYERS = [
     {"acvi_tf.models"},
     {"acvi_tf.data"},
     {"acvi_tf.training"},
-    {"acvi_tf.runs"},
+    {"acvi_tf.run"},  # the run directory: its files, results.json, restore
     {"acvi_tf.export"},
     {"acvi_tf.tasks"},
     {"acvi_tf.setup_check"},

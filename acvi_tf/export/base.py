@@ -22,7 +22,7 @@ import time
 
 import tensorflow as tf
 
-from acvi_tf.runs import RunError
+from acvi_tf.errors import RunError
 from acvi_tf.utils.provenance import code_version
 
 EXPORT_INFO = "export.json"

@@ -15,9 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 from acvi_tf import attention, decoding, latent
+from acvi_tf.errors import RunError
 from acvi_tf.models import model_names
 from acvi_tf.registry import Registry
-from acvi_tf.runs import RunError
 
 TASKS = Registry("task")
 

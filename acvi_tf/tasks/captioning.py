@@ -17,20 +17,24 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from acvi_tf import runs
 from acvi_tf.data import msvd, sources
 from acvi_tf.data import video_features as vf
 from acvi_tf.data.batching import Batches
 from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
+from acvi_tf.errors import ConfigError, RunError
 from acvi_tf.metrics.caption import ALL_METRICS, format_scores, score_captions
 from acvi_tf.models import build_model
-from acvi_tf.runs import ConfigError
+from acvi_tf.run.directory import check_model_config, check_vocab_size, save_vocab
+from acvi_tf.run.restore import warm_start_fn
+from acvi_tf.run.results import finish_results
 from acvi_tf.tasks.base import (Evaluator, Task, best_hypothesis_decoder,
                                 decode_in_batches, register_task, resumable_train_data,
                                 system_name)
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.training.trainer import Trainer
+from acvi_tf.utils.files import load_json, write_text
+from acvi_tf.utils.progress import Stopwatch, log
 
 CLI = "experiments.caption"
 SPLITS = ("val", "test")  # evaluated splits, in print order
@@ -217,12 +221,12 @@ def load_data(model_dir, config, log=print, store=None, check_features=True):
     path = os.path.join(model_dir, "vocab.txt")
     if os.path.exists(path):
         vocab = Vocab.load(path)
-        runs.check_vocab_size(model_dir, "vocab.txt", len(vocab), "tgt_vocab_size")
+        check_vocab_size(model_dir, "vocab.txt", len(vocab), "tgt_vocab_size")
     else:
         vocab = msvd.build_vocab(splits["train"], min_count=config.min_count,
                                  max_size=config.max_vocab_size)
         os.makedirs(model_dir, exist_ok=True)
-        runs.save_vocab(vocab, model_dir, "vocab.txt")
+        save_vocab(vocab, model_dir, "vocab.txt")
     lines.append(f"msvd {config.split_scheme} split: " + ", ".join(
         f"{k} {len(s.clips):,} clips / {s.num_captions:,} captions" for k, s in splits.items())
         + f"; vocabulary {len(vocab):,}")
@@ -253,7 +257,7 @@ class Captioner:
 class CaptioningEvaluator(Evaluator):
     """Val/test decoding, the coco-caption scores and the Trainer's ``eval_fn``."""
 
-    def __init__(self, data, config, decode, train_steps=0, log=runs.log):
+    def __init__(self, data, config, decode, train_steps=0, log=log):
         self.data, self.config, self.decode = data, config, decode
         self.train_steps = train_steps
         self.log = log
@@ -298,7 +302,7 @@ class CaptioningEvaluator(Evaluator):
     def eval_fn(self, model, step):
         final = step >= self.train_steps
         subset = 0 if final else self.decode.eval_subset
-        watch = runs.Stopwatch()
+        watch = Stopwatch()
         # METEOR's jar costs ~15 s to start: the final evaluation only.
         hyps, scores, attention = self.score(model, "val", final=final, subset=subset,
                                              meteor=False, attention_for=(0,))
@@ -323,7 +327,7 @@ class CaptioningEvaluator(Evaluator):
     def evaluate(self, model, step, model_dir):
         """Beam-decodes val and test, scores them, writes ``decode_{split}.tsv``; returns
         ``(split results, seconds)``."""
-        watch = runs.Stopwatch()
+        watch = Stopwatch()
         out = {}
         for split in SPLITS:
             if split == "val" and self.final_val and self.final_val[0] == step:
@@ -338,7 +342,7 @@ class CaptioningEvaluator(Evaluator):
             else:
                 hyps, scores, _ = self.score(model, split, final=True)
             path = os.path.join(model_dir, f"decode_{split}.tsv")
-            runs.write_text(path, "\n".join(f"{c}\t{h}" for c, h in hyps.items()))
+            write_text(path, "\n".join(f"{c}\t{h}" for c, h in hyps.items()))
             out[split] = {"scores": scores, "clips": len(hyps), "decode_file": path}
             warning = "" if self.data.features.pretrained else (
                 "  [SYNTHETIC features: not results]" if self.data.features.synthetic
@@ -357,7 +361,7 @@ def model_config(arch, data):
 
 def build_batch(model_dir):
     """A one-example batch of the trained model's feature size (to build it for restore)."""
-    dim = runs.load_json(os.path.join(model_dir, "model_config.json"))["feature_dim"]
+    dim = load_json(os.path.join(model_dir, "model_config.json"))["feature_dim"]
     return {"src": np.zeros([1, 2, dim], np.float32), "src_len": np.asarray([2], np.int32),
             "tgt_in": np.asarray([[2, 4]], np.int32), "tgt_out": np.asarray([[4, 3]], np.int32)}
 
@@ -372,7 +376,7 @@ class CaptioningTask(Task):
     """Captioning: captions, vocabulary and features, training on (clip, caption) pairs,
     coco-caption evaluation and decoding of clips."""
 
-    def __init__(self, config, decode=None, run=None, log=runs.log):
+    def __init__(self, config, decode=None, run=None, log=log):
         super().__init__(config, decode, run, log)
         self.data = None
 
@@ -395,7 +399,7 @@ class CaptioningTask(Task):
                  f"({batches.num_filtered:,} longer than {c.max_length} tokens "
                  f"{'dropped' if c.overlong == 'filter' else 'cut'}), "
                  f"{batches.num_batches():,} batches per epoch ({epochs:.2f} epochs)")
-        runs.check_model_config(model_dir, model_config)
+        check_model_config(model_dir, model_config)
         if before_training:
             before_training()
         evaluator = self.evaluator(steps)
@@ -403,7 +407,7 @@ class CaptioningTask(Task):
         trainer = Trainer(lambda: build_model(model_config), train_config,
                           resumable_train_data(batches.iterator, data.with_features("train")),
                           eval_fn=evaluator.eval_fn, strategy=strategy, log=self.log,
-                          warm_start=runs.warm_start_fn(
+                          warm_start=warm_start_fn(
                               init_from, model_dir, build_batch(init_from) if init_from else None,
                               self.log))
         metrics = trainer.train()
@@ -434,7 +438,7 @@ class CaptioningTask(Task):
         return result
 
     def finish(self, model_dir, results):
-        out = runs.finish_results(model_dir, results, self.log)
+        out = finish_results(model_dir, results, self.log)
         if results.get("synthetic_features"):
             self.log(SYNTHETIC_BANNER)
         return out
@@ -463,7 +467,7 @@ class CaptioningTask(Task):
 
 
 def extract_features(features, videos, cnn_weights, allow_random_cnn=False, progress=False,
-                     log=runs.log):
+                     log=log):
     """Videos -> GoogLeNet pool5 features of 24 frames per clip -> the feature store."""
     if not features:
         raise ConfigError("features", "is required: the feature store to write")
@@ -477,8 +481,8 @@ def extract_features(features, videos, cnn_weights, allow_random_cnn=False, prog
         log(f"{videos}: {len(missing)} of {len(missing) + len(paths)} clips have no video "
             f"file (e.g. {', '.join(missing[:5])}); they get no features")
     if not paths:
-        raise runs.RunError(f"no MSVD video found in {videos}\n"
-                         + how_to_make_features(features))
+        raise RunError(f"no MSVD video found in {videos}\n"
+                   + how_to_make_features(features))
     model = vf.GoogLeNetFeatures(cnn_weights)
     store = vf.FeatureStore.create(features, weights=model.weights_source)
     todo = [c for c in paths if c not in store]

@@ -18,12 +18,14 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from acvi_tf import runs
 from acvi_tf.data import cnndm, sources
 from acvi_tf.data.vocab import Vocab
+from acvi_tf.errors import ConfigError, RunError
 from acvi_tf.metrics import diversity, meteor, novelty, rouge
 from acvi_tf.models import build_model
-from acvi_tf.runs import ConfigError
+from acvi_tf.run.directory import check_model_config, check_vocab_size, save_vocab
+from acvi_tf.run.restore import warm_start_fn
+from acvi_tf.run.results import finish_results, load_results, update_results
 from acvi_tf.tasks.base import (Evaluator, Task, best_hypothesis_decoder,
                                 decode_in_batches, register_task, resumable_train_data,
                                 sampled_decodes, system_name, write_attention_plots)
@@ -31,6 +33,8 @@ from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.training.schedules import ModeSchedule, PhaseSchedule
 from acvi_tf.training.trainer import Trainer
+from acvi_tf.utils.files import write_lines
+from acvi_tf.utils.progress import Stopwatch, log
 
 SPLITS = ("train", "val", "test")
 PHASES = ("table5", "none")
@@ -248,9 +252,9 @@ def percent_rouge(result, measure="f"):
     return out
 
 
-def score_summaries(hyp_sents, ref_sents, with_meteor=True, log=runs.log):
+def score_summaries(hyp_sents, ref_sents, with_meteor=True, log=log):
     """ROUGE-1/2/L F1 (See et al.'s options) and METEOR exact / full, in percent."""
-    watch = runs.Stopwatch()
+    watch = Stopwatch()
     scores = {"rouge": percent_rouge(rouge.rouge_cnndm(hyp_sents, ref_sents))}
     log(f"ROUGE-1/2/L F1: {scores['rouge']['rouge_1']:.2f} / {scores['rouge']['rouge_2']:.2f} "
         f"/ {scores['rouge']['rouge_l']:.2f} ({len(hyp_sents)} summaries, "
@@ -279,7 +283,7 @@ class SummarizationEvaluator(Evaluator):
     """Validation during training (greedy, val subset) and the final test evaluation."""
 
     def __init__(self, vocab, phase_schedule, config, decode, pointer=True, coverage=False,
-                 train_steps=0, log=runs.log):
+                 train_steps=0, log=log):
         self.vocab = vocab
         self.schedule = phase_schedule
         self.config, self.decode = config, decode
@@ -325,7 +329,7 @@ class SummarizationEvaluator(Evaluator):
 
     def eval_fn(self, model, step):
         pairs, examples, _ = self.examples("val", self.decode.eval_subset or None)
-        watch = runs.Stopwatch()
+        watch = Stopwatch()
         words, attention = self.summarizer(model).summarize(
             examples, self.decode.options(final=False), self.coverage_at(step),
             attention_for=(0,))
@@ -349,7 +353,7 @@ class SummarizationEvaluator(Evaluator):
         search; writes ``decode_<split><suffix>.txt`` / ``reference_<split>.txt``; returns
         the scores (``<split>_articles``: how many)."""
         pairs, examples, report = self.examples(split, self.config.max_eval_pairs)
-        watch = runs.Stopwatch()
+        watch = Stopwatch()
         coverage = self.coverage_at(step)
         words, _ = self.summarizer(model).summarize(
             examples, self.decode.options(final=True), coverage)
@@ -359,9 +363,9 @@ class SummarizationEvaluator(Evaluator):
         # An empty summary scores 0; "." keeps ROUGE's input files non-empty.
         hyp_sents = [summary_sentences(w) or ["."] for w in words]
         path = os.path.join(model_dir, f"decode_{split}{suffix}.txt")
-        runs.write_lines(path, [" ".join(w) for w in words])
-        runs.write_lines(os.path.join(model_dir, f"reference_{split}.txt"),
-                         [" ".join(p.abstract_sents) for p in pairs])
+        write_lines(path, [" ".join(w) for w in words])
+        write_lines(os.path.join(model_dir, f"reference_{split}.txt"),
+                    [" ".join(p.abstract_sents) for p in pairs])
         scores = score_summaries(hyp_sents, [p.abstract_sents for p in pairs],
                                  self.config.meteor, self.log)
         scores["novelty"] = novelty.novelty_stats(
@@ -392,7 +396,7 @@ class SummarizationTask(Task):
     """Summarization: the vocabulary in the run directory, phased training, ROUGE/METEOR/
     novelty evaluation, lead-3, DUC2004 and decoding of articles."""
 
-    def __init__(self, config, decode=None, run=None, log=runs.log):
+    def __init__(self, config, decode=None, run=None, log=log):
         super().__init__(config, decode, run, log)
         self.vocab = None
 
@@ -408,12 +412,12 @@ class SummarizationTask(Task):
         path = os.path.join(model_dir, "vocab.txt")
         if os.path.exists(path):
             self.vocab = Vocab.load(path)
-            runs.check_vocab_size(model_dir, "vocab.txt", len(self.vocab), "src_vocab_size",
-                                  "tgt_vocab_size")
+            check_vocab_size(model_dir, "vocab.txt", len(self.vocab), "src_vocab_size",
+                             "tgt_vocab_size")
             return self.vocab
         vocab = cnndm.load_vocab(self.config.vocab_size)
         os.makedirs(model_dir, exist_ok=True)
-        runs.save_vocab(vocab, model_dir, "vocab.txt")
+        save_vocab(vocab, model_dir, "vocab.txt")
         self.vocab = vocab
         return vocab
 
@@ -437,7 +441,7 @@ class SummarizationTask(Task):
         vocab = self.vocab or self.load_vocab(model_dir)
         pairs, report = read_pairs("train", c.max_train_pairs, log=self.log)
         if not pairs:
-            raise runs.RunError("no usable training pair was read (see the report above)")
+            raise RunError("no usable training pair was read (see the report above)")
         store = cnndm.EncodedPairs(vocab, c.max_enc_steps, c.max_dec_steps)
         for p in pairs:
             store.add(p.article, p.abstract_sents)
@@ -448,7 +452,7 @@ class SummarizationTask(Task):
                  f"{c.batch_size} = {steps * c.batch_size / len(store):.2f} epochs; phases "
                  f"(end step, enc, dec): {list(phases.phases)}, then {phases.coverage_steps} "
                  f"with coverage")
-        runs.check_model_config(model_dir, model_config)
+        check_model_config(model_dir, model_config)
         if before_training:
             before_training()
         pointer = model_config.head == "pointer"
@@ -459,19 +463,19 @@ class SummarizationTask(Task):
                           mode_schedule=ModeSchedule(steps, train_config.gumbel_fraction,
                                                      extra=phases.modes),
                           strategy=strategy, log=self.log,
-                          warm_start=runs.warm_start_fn(train_config.init_from, model_dir,
-                                                        build_batch(pointer), self.log))
+                          warm_start=warm_start_fn(train_config.init_from, model_dir,
+                                                   build_batch(pointer), self.log))
         info = {}
         coverage_start = phases.phases[-1][0]
         if model_config.coverage and phases.coverage_steps and c.eval_before_coverage:
             trainer.train(stop_at=coverage_start)
-            previous = runs.load_results(model_dir).get("no_coverage", {})
+            previous = load_results(model_dir).get("no_coverage", {})
             if previous.get("steps") == coverage_start:
                 info["no_coverage"] = previous  # a resumed run keeps its earlier evaluation
             elif int(trainer.step.numpy()) == coverage_start and trainer.is_chief:
                 info["no_coverage"] = evaluator.evaluate(trainer.model, coverage_start,
                                                          model_dir, suffix="_no_coverage")
-                runs.update_results(model_dir, no_coverage=info["no_coverage"])
+                update_results(model_dir, no_coverage=info["no_coverage"])
         metrics = trainer.train()
         info.update({**trainer.run_info(metrics),
                      "train_pairs": len(store), "train_data_report": report,
@@ -499,16 +503,16 @@ class SummarizationTask(Task):
 
     def lead3(self, model_dir):
         """Table 1's lead-3 row: the first three sentences of each test article."""
-        watch = runs.Stopwatch()
+        watch = Stopwatch()
         pairs, report = read_pairs("test", self.config.max_eval_pairs, log=self.log)
         hyps = [novelty.lead3(p.article) for p in pairs]
-        runs.write_lines(os.path.join(model_dir, "decode_test.txt"),
-                         [" ".join(h) for h in hyps])
+        write_lines(os.path.join(model_dir, "decode_test.txt"),
+                    [" ".join(h) for h in hyps])
         scores = score_summaries(hyps, [p.abstract_sents for p in pairs], self.config.meteor,
                                  self.log)
         scores.update(test_articles=len(pairs), test_data_report=report, steps=0,
                       eval_wall_time_sec=watch.seconds())
-        return runs.finish_results(model_dir, self.results(
+        return finish_results(model_dir, self.results(
             scores, system="lead-3", extra={"head": None, "vocab_size": None, "decode": None}),
             self.log)
 
@@ -552,11 +556,11 @@ class SummarizationTask(Task):
         scores = self.evaluator(model_config, train_steps).evaluate(model, step, model_dir,
                                                                     split="val")
         scores.update(command=self.run.command, decode=self.decode.options(final=True))
-        return runs.update_results(model_dir, val=scores)
+        return update_results(model_dir, val=scores)
 
     def duc2004(self, model, step, model_config, train_steps, model_dir):
         """Table 5: a CNN/DM model summarizes DUC2004's 500 inputs; ROUGE recall at 75 bytes."""
-        watch = runs.Stopwatch()
+        watch = Stopwatch()
         duc = cnndm.read_duc2004()
         evaluator = self.evaluator(model_config, train_steps)
         examples = [cnndm.make_example(text, [], self.vocab, self.config.max_enc_steps,
@@ -564,7 +568,7 @@ class SummarizationTask(Task):
         words, _ = evaluator.summarizer(model).summarize(
             examples, self.decode.options(final=True), evaluator.coverage_at(step))
         path = os.path.join(model_dir, "decode_duc2004.txt")
-        runs.write_lines(path, [" ".join(w) for w in words])
+        write_lines(path, [" ".join(w) for w in words])
         result = rouge.rouge_duc2004([[" ".join(w)] for w in words], duc.references)
         scores = percent_rouge(result, measure="r")
         self.log(f"DUC2004 ROUGE-1/2/L recall (75 bytes): {scores['rouge_1']:.2f} / "
@@ -572,4 +576,4 @@ class SummarizationTask(Task):
         scores.update(command=self.run.command, decode_file=path, steps=step,
                       decode=self.decode.options(final=True),
                       wall_time_sec=watch.seconds(), inputs=len(duc.inputs))
-        return runs.update_results(model_dir, duc2004=scores)
+        return update_results(model_dir, duc2004=scores)

@@ -14,20 +14,24 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from acvi_tf import runs
 from acvi_tf.data import sources, subwords
 from acvi_tf.data import translation as tr
 from acvi_tf.data.batching import Batches
 from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab, split_tokens
+from acvi_tf.errors import ConfigError
 from acvi_tf.metrics import diversity, repetition
 from acvi_tf.models import build_model
-from acvi_tf.runs import ConfigError
+from acvi_tf.run.directory import check_model_config, check_vocab_size, save_vocab
+from acvi_tf.run.restore import warm_start_fn
+from acvi_tf.run.results import finish_results
 from acvi_tf.tasks.base import (BatchedDecoder, Evaluator, Task, register_task, sampled_decodes,
                                 resumable_train_data, system_name, write_attention_plots)
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.training.trainer import Trainer, is_chief
 from acvi_tf.utils import manifest
+from acvi_tf.utils.files import write_lines
+from acvi_tf.utils.progress import Stopwatch, log
 
 DATASETS = tr.DATASETS
 LANGS = {"iwslt15_en_vi": ("en", "vi"), "wmt16_en_ro": ("en", "ro"), "multi30k": ("en", "de")}
@@ -163,7 +167,7 @@ class Translator:
 class TranslationEvaluator(Evaluator):
     """Dev/test decoding, BLEU and the Trainer's ``eval_fn``."""
 
-    def __init__(self, data, config, decode, train_steps=0, log=runs.log):
+    def __init__(self, data, config, decode, train_steps=0, log=log):
         self.data, self.config, self.decode = data, config, decode
         self.train_steps = train_steps
         self.log = log
@@ -215,7 +219,7 @@ class TranslationEvaluator(Evaluator):
     def eval_fn(self, model, step):
         final = step >= self.train_steps
         subset = 0 if final else self.decode.eval_subset
-        watch = runs.Stopwatch()
+        watch = Stopwatch()
         hyps, bleu, attention, srcs, refs = self.bleu(model, "dev", final=final, subset=subset,
                                                      attention_for=(0, 1))
         if final:
@@ -241,7 +245,7 @@ class TranslationEvaluator(Evaluator):
     def evaluate(self, model, step, model_dir):
         """Decodes dev and test with the final settings; writes decodes, prints BLEU.
         Returns ``(split results, seconds)``."""
-        watch = runs.Stopwatch()
+        watch = Stopwatch()
         results = {}
         for split in ("dev", "test"):
             if split == "dev" and self.final_dev and self.final_dev[0] == step:
@@ -249,7 +253,7 @@ class TranslationEvaluator(Evaluator):
             else:
                 hyps, bleu, _, _, _ = self.bleu(model, split, final=True)
             path = os.path.join(model_dir, f"decode_{split}.txt")
-            runs.write_lines(path, hyps)
+            write_lines(path, hyps)
             _, _, _, report = self.split(split)
             results[split] = {"bleu": bleu.score, "bleu_string": str(bleu),
                               "signature": bleu.signature, "diversity": diversity.diversity(hyps),
@@ -282,7 +286,7 @@ class TranslationEvaluator(Evaluator):
 class TranslationTask(Task):
     """Translation: data in the run directory, BLEU evaluation, decoding of text."""
 
-    def __init__(self, config, decode=None, run=None, log=runs.log):
+    def __init__(self, config, decode=None, run=None, log=log):
         config.check()
         super().__init__(config, decode, run, log)
         self.src, self.tgt = config.languages()
@@ -325,15 +329,15 @@ class TranslationTask(Task):
             src_vocab, tgt_vocab = (Vocab.load(p) for p in paths)
             for p, vocab, field in zip(paths, (src_vocab, tgt_vocab),
                                        ("src_vocab_size", "tgt_vocab_size")):
-                runs.check_vocab_size(model_dir, os.path.basename(p), len(vocab), field)
+                check_vocab_size(model_dir, os.path.basename(p), len(vocab), field)
             self.data = tr.TranslationData(c.dataset, src, tgt, src_vocab, tgt_vocab, None,
                                            c.variant, report=f"vocabularies from {model_dir}")
             return self.data
         data = tr.prepare(c.dataset, src, tgt, min_count=c.min_count,
                           max_vocab_size=c.max_vocab_size, variant=c.variant)
         os.makedirs(model_dir, exist_ok=True)
-        runs.save_vocab(data.src_vocab, model_dir, os.path.basename(paths[0]))
-        runs.save_vocab(data.tgt_vocab, model_dir, os.path.basename(paths[1]))
+        save_vocab(data.src_vocab, model_dir, os.path.basename(paths[0]))
+        save_vocab(data.tgt_vocab, model_dir, os.path.basename(paths[1]))
         self.data = data
         return data
 
@@ -374,15 +378,15 @@ class TranslationTask(Task):
         self.log(f"train: {batches.num_examples:,} pairs ({batches.num_filtered:,} filtered), "
                  f"{batches.num_batches():,} batches of <= {c.batch_size} per epoch "
                  f"({steps / batches.num_batches():.2f} epochs in {steps:,} steps)")
-        runs.check_model_config(model_dir, model_config)
+        check_model_config(model_dir, model_config)
         if before_training:
             before_training()
         evaluator = self.evaluator(steps)
         trainer = Trainer(lambda: build_model(model_config), train_config,
                           make_train_data(batches, c.pad_multiple), eval_fn=evaluator.eval_fn,
                           strategy=strategy, log=self.log,
-                          warm_start=runs.warm_start_fn(train_config.init_from, model_dir,
-                                                        self.build_batch(), self.log))
+                          warm_start=warm_start_fn(train_config.init_from, model_dir,
+                                                   self.build_batch(), self.log))
         metrics = trainer.train()
         info = {**trainer.run_info(metrics),
                 "train_pairs": batches.num_examples, "epochs": steps / batches.num_batches(),
@@ -415,7 +419,7 @@ class TranslationTask(Task):
     def copy_baseline(self, model_dir):
         """BLEU of the source sentence used as the translation (a sanity floor)."""
         c = self.config
-        watch = runs.Stopwatch()
+        watch = Stopwatch()
         results = {}
         for split in ("dev", "test"):
             hyps = tr.references(c.dataset, split, self.src, c.variant)
@@ -424,14 +428,14 @@ class TranslationTask(Task):
                 hyps, refs = hyps[:c.max_eval_lines], refs[:c.max_eval_lines]
             bleu = tr.evaluate_bleu(c.dataset, hyps, refs)
             path = os.path.join(model_dir, f"decode_{split}.txt")
-            runs.write_lines(path, hyps)
+            write_lines(path, hyps)
             results[split] = {"bleu": bleu.score, "bleu_string": str(bleu),
                               "signature": bleu.signature, "decode_file": path,
                               "diversity": diversity.diversity(hyps),
                               "repetition": repetition.repetition_table(hyps),
                               "sentences": len(hyps)}
             print(f"{split} copy-the-source ({len(hyps)} sentences) {bleu}", flush=True)
-        return runs.finish_results(
+        return finish_results(
             model_dir, self.results(results, watch.seconds(), 0, system="copy-source"), self.log)
 
     def export(self, model, model_dir, export_dir, step):

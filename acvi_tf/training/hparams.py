@@ -9,7 +9,7 @@ the scalars of its run directory. ``tensorboard --logdir runs/`` then lists one
 session per run. The values are what the plugin accepts: str, float, int or bool
 (lists and dicts become strings, None the string "none").
 
-:mod:`acvi_tf.runs` calls :func:`write_session` when a run's results are finished.
+:mod:`acvi_tf.run.results` calls :func:`write_session` when a run's results are finished.
 """
 
 import datetime

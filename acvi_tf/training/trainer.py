@@ -340,8 +340,8 @@ def readable_checkpoints(model_dir, log=_stderr):
 
 def resume_checkpoint(model_dir, log=_stderr):
     """The checkpoint a run in ``model_dir`` resumes from, and the one eval, decode and
-    export read (:func:`acvi_tf.runs.restore_model`): the state file's, when it can be
-    restored, else the newest one that can (said loudly, in one line: a truncated or
+    export read (:func:`acvi_tf.run.restore.restore_model`): the state file's, when it can
+    be restored, else the newest one that can (said loudly, in one line: a truncated or
     garbled ``.data`` or ``.index``, a file that does not match its ``checksums-N.json``).
     None when no checkpoint file exists; checkpoint files none of which can be read are a
     :class:`CheckpointError`. Checkpoints are checked newest first, up to the one used."""

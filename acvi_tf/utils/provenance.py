@@ -6,21 +6,25 @@ A result is only comparable with another when both came from known code on a mac
 in a known state: a BLEU score is reproducible from its commit, and a wall time from a
 machine with two busy cores is not the time of an idle one. A run can be started
 several times (resumed after a kill, evaluated later), possibly on different commits,
-so :mod:`acvi_tf.runs` keeps one *segment* per start in ``model_dir/provenance.json``::
+so :mod:`acvi_tf.run.directory` keeps one *segment* per start in
+``model_dir/provenance.json``::
 
     [{"command": "python -m ...", "mode": "train_eval",
       "start": snapshot(), "end": snapshot() or null}, ...]
 
 and ``results.json`` gets their :func:`summary`. This module takes the snapshots and
-reasons about segments; reading and writing the run directory is :mod:`acvi_tf.runs`'
-job. Collecting provenance never raises: a machine without git, or a package installed
-outside a checkout, records None where it cannot tell.
+reasons about segments (and :func:`command_line` spells the command that ran); reading
+and writing the run directory is :mod:`acvi_tf.run.directory`'s job. Collecting
+provenance never raises: a machine without git, or a package installed outside a
+checkout, records None where it cannot tell.
 """
 
 import datetime
 import os
+import shlex
 import socket
 import subprocess
+import sys
 
 # The checkout holding this package (None-valued commits outside one).
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -70,6 +74,12 @@ def _hostname():
         return socket.gethostname()
     except OSError:
         return None
+
+
+def command_line(module, argv=None):
+    """The exact command that ran, as a shell-quoted string."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    return " ".join(["python", "-m", module] + [shlex.quote(a) for a in argv])
 
 
 def new_segment(command, mode, start=None):

@@ -175,7 +175,7 @@ def todo(cell):
 
 
 def _results(model_dir):
-    # not acvi_tf.runs.load_results: the driver stays free of TensorFlow
+    # not acvi_tf.run.results.load_results: the driver stays free of TensorFlow
     path = os.path.join(model_dir, "results.json")
     if not os.path.exists(path):
         return {}

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from acvi_tf.runs import NOTES_MARKER, load_json, write_report  # noqa: F401 (NOTES_MARKER: tests)
+from acvi_tf.utils.files import NOTES_MARKER, load_json, write_report  # noqa: F401 (NOTES_MARKER: tests)
 from experiments.acvi_study import grid as _study
 from experiments.archive import archive
 from experiments.tables import significance

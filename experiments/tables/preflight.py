@@ -5,7 +5,7 @@ missing and how to get it, and returns False to stop the table."""
 import os
 
 from acvi_tf.data import cnndm, sources
-from acvi_tf.runs import load_results
+from acvi_tf.run.results import load_results
 from acvi_tf.tasks import captioning, summarization, translation
 
 NOTHING_RUN = ("\nNothing was run. Once that is in place (the mirror via ACVI_DATA_MIRROR, or "

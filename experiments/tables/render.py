@@ -3,8 +3,8 @@
 import glob
 import os
 
-from acvi_tf.runs import load_json
 from acvi_tf.tasks.base import system_names
+from acvi_tf.utils.files import load_json
 
 SYSTEM_NAMES = {"soft": "Baseline (soft attention)", "structured": "Structured attention",
            "variational": "Variational attention (Deng et al. 2018)",

@@ -22,7 +22,7 @@ import argparse
 import os
 import sys
 
-from acvi_tf.runs import save_json, write_report
+from acvi_tf.utils.files import save_json, write_report
 from experiments.archive import archive
 from experiments.jobs import Job, run_jobs, shell
 from experiments.tables import preflight

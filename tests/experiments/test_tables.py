@@ -259,7 +259,7 @@ def test_table4_cpu_seeds_give_mean_and_std_and_a_copy_adds_nothing(tmp_path):
 
 
 def test_a_regenerated_table_keeps_the_notes_below_the_marker(tmp_path):
-    from acvi_tf.runs import NOTES_MARKER, write_report
+    from acvi_tf.utils.files import NOTES_MARKER, write_report
     out = tmp_path / "t.md"
     write_report(str(out), "# old table")
     out.write_text(out.read_text() + "2026-11-24: a note by hand\n")

@@ -268,21 +268,22 @@ def _session(model_dir):
 
 
 def test_a_finished_run_has_one_hparams_session_with_its_latest_results(tmp_path):
-    from acvi_tf import runs
+    from acvi_tf.run.results import finish_results
+    from acvi_tf.utils.files import save_json
     model_dir = str(tmp_path / "run")
     os.makedirs(model_dir)
-    runs.save_json(os.path.join(model_dir, "run_config.json"), {
+    save_json(os.path.join(model_dir, "run_config.json"), {
         "profile": "smoke", "command": "python -m experiments.translate",
         "flags": {"attention": "acvi", "attention_option": ["kl_weight=0.5", "prior=standard"],
                   "seed": 3, "select_best": None, "learning_rate": 0.01, "xla": False}})
-    runs.save_json(os.path.join(model_dir, "model_config.json"), {
+    save_json(os.path.join(model_dir, "model_config.json"), {
         "attention": "acvi", "attention_options": {"kl_weight": 0.5}, "latent": "",
         "latent_options": {}})
-    runs.finish_results(model_dir, {"task": "translate", "system": "acvi", "steps": 6,
-                                    "bleu": {"dev": 1.5, "test": 2.5},
-                                    "diagnostics": {"dev_nll": 3.0, "val_decode_seconds": 9.0}})
+    finish_results(model_dir, {"task": "translate", "system": "acvi", "steps": 6,
+                               "bleu": {"dev": 1.5, "test": 2.5},
+                               "diagnostics": {"dev_nll": 3.0, "val_decode_seconds": 9.0}})
     # --mode=eval finishes the results again: its scores replace the session's.
-    runs.finish_results(model_dir, {"bleu": {"dev": 1.75, "test": 2.75}})
+    finish_results(model_dir, {"bleu": {"dev": 1.75, "test": 2.75}})
     hparams, scalars = _session(model_dir)
     assert scalars == {"dev_bleu": 1.75, "test_bleu": 2.75, "dev_nll": 3.0}
     assert hparams["attention"] == "acvi" and hparams["seed"] == 3 and hparams["xla"] is False

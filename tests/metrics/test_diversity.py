@@ -6,7 +6,7 @@ import math
 import pytest
 
 from acvi_tf.metrics import diversity
-from acvi_tf.runs import finish_results
+from acvi_tf.run.results import finish_results
 
 CORPUS = ["a b a c", "a b", "", "d"]
 # unigrams: a a a b b c d -> 7 tokens, 4 distinct

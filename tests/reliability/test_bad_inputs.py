@@ -9,8 +9,10 @@ import os
 import numpy as np
 import pytest
 
-from acvi_tf import runs
+from acvi_tf.errors import RunError
 from acvi_tf.models.seq2seq import Seq2Seq
+from acvi_tf.run.directory import save_run_config
+from acvi_tf.run.restore import restore_model
 from acvi_tf.tasks.base import read_lines
 from tests.experiments.test_translate import _write_mirror
 from tests.training.test_trainer import _cfg, _trainer
@@ -62,7 +64,7 @@ def test_xla_under_a_mirrored_strategy_is_refused_up_front(tmp_path):
 
 
 def test_another_clis_run_directory_is_refused(tmp_path):
-    runs.save_run_config(str(tmp_path), {}, "smoke", "python -m experiments.summarize --x=1", [])
+    save_run_config(str(tmp_path), {}, "smoke", "python -m experiments.summarize --x=1", [])
     before = sorted(os.listdir(tmp_path))
     r = _cli([f"--model_dir={tmp_path}", "--mode=decode", "--input=README.md"])
     assert r.returncode != 0 and "Traceback" not in r.stderr
@@ -85,12 +87,12 @@ def test_a_data_file_that_is_a_directory_is_named(tmp_path):
 def test_decode_input_that_is_not_utf8_names_the_line(tmp_path):
     path = tmp_path / "in.txt"
     path.write_bytes(b"a man\nein \xff mann\n")
-    with pytest.raises(runs.RunError, match=r"in.txt, line 2: not UTF-8 \(byte 0xff at column 5"):
+    with pytest.raises(RunError, match=r"in.txt, line 2: not UTF-8 \(byte 0xff at column 5"):
         read_lines(str(path), None)
-    with pytest.raises(runs.RunError, match="is a directory"):
+    with pytest.raises(RunError, match="is a directory"):
         read_lines(str(tmp_path), None)
     stdin = io.TextIOWrapper(io.BytesIO(b"x\n\xc3\n"), encoding="utf-8")
-    with pytest.raises(runs.RunError, match="<stdin>, line 2"):
+    with pytest.raises(RunError, match="<stdin>, line 2"):
         read_lines("", stdin)
 
 
@@ -109,5 +111,5 @@ def test_a_truncated_checkpoint_is_named(tmp_path):
             f.truncate(100)
     batch = {"src": np.full([1, 2], 4, np.int32), "tgt_in": np.asarray([[2, 4]], np.int32),
              "tgt_out": np.asarray([[4, 3]], np.int32)}
-    with pytest.raises(runs.RunError, match="cannot restore checkpoint .*ckpt-2 .*truncated"):
-        runs.restore_model(Seq2Seq(_cfg(attention="soft")), str(tmp_path), batch)
+    with pytest.raises(RunError, match="cannot restore checkpoint .*ckpt-2 .*truncated"):
+        restore_model(Seq2Seq(_cfg(attention="soft")), str(tmp_path), batch)

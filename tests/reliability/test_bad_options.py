@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from acvi_tf import runs
+from acvi_tf.utils.files import write_lines
 from tests import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,6 +25,6 @@ def test_bad_acvi_option_value_writes_nothing(tmp_path, option, message):
 
 def test_empty_last_hypothesis_keeps_its_line(tmp_path):
     path = tmp_path / "decode_test.txt"
-    runs.write_lines(str(path), ["ein mann", "", "eine frau", ""])
+    write_lines(str(path), ["ein mann", "", "eine frau", ""])
     assert path.read_text().split("\n")[:-1] == ["ein mann", "", "eine frau", ""]
     assert not os.path.exists(str(path) + ".tmp")

@@ -277,9 +277,9 @@ def test_a_model_the_architecture_refuses_is_a_flag_error_up_front(tmp_path, fla
 # -- 5: --init_from=<another task's run> ----------------------------------------------------
 
 def test_init_from_another_clis_run_is_refused_up_front(tmp_path):
-    from acvi_tf import runs
+    from acvi_tf.run.directory import save_run_config
     other = tmp_path / "summarization_run"
-    runs.save_run_config(str(other), {}, "smoke", "python -m experiments.summarize --x=1", [])
+    save_run_config(str(other), {}, "smoke", "python -m experiments.summarize --x=1", [])
     (other / "model_config.json").write_text("{}")
     (other / "ckpt").mkdir()
     (other / "ckpt" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
@@ -295,14 +295,15 @@ def test_init_from_another_clis_run_is_refused_up_front(tmp_path):
 def test_a_warm_start_run_this_task_cannot_rebuild_is_a_flag_error(tmp_path, monkeypatch):
     """Without run_config.json to tell the task, the rebuild's own failure (a summarization
     model asks the translation batch for src_ext) is an --init_from error."""
-    from acvi_tf import runs
+    from acvi_tf.errors import ConfigError
+    from acvi_tf.run import restore
 
     def load_model(model_dir, build_batch):
         raise KeyError("src_ext")
-    monkeypatch.setattr(runs, "load_model", load_model)
-    warm_start = runs.warm_start_fn(str(tmp_path / "other"), str(tmp_path), {}, log=None)
-    with pytest.raises(runs.ConfigError, match=r"init_from: cannot rebuild the run in .*other "
-                                               r"for this task \(KeyError: 'src_ext'\)"):
+    monkeypatch.setattr(restore, "load_model", load_model)
+    warm_start = restore.warm_start_fn(str(tmp_path / "other"), str(tmp_path), {}, log=None)
+    with pytest.raises(ConfigError, match=r"init_from: cannot rebuild the run in .*other "
+                                          r"for this task \(KeyError: 'src_ext'\)"):
         warm_start(None)
 
 
@@ -310,21 +311,21 @@ def test_a_warm_start_run_this_task_cannot_rebuild_is_a_flag_error(tmp_path, mon
 
 def test_a_checkpoint_rotated_away_while_read_is_retried_on_the_newest(tmp_path, monkeypatch):
     import numpy as np
-    from acvi_tf import runs
     from acvi_tf.models.seq2seq import Seq2Seq
+    from acvi_tf.run import restore
     from tests.training.test_trainer import _cfg
     _trainer(tmp_path, 4, checkpoint_every=2, keep_checkpoints=2).train()
     for path in glob.glob(str(tmp_path / "ckpt" / "ckpt-2.*")):
         os.remove(path)  # what a training run's rotation does between listing and reading
     listed = [str(tmp_path / "ckpt" / "ckpt-2")]
-    real = runs.checkpoint_to_evaluate
-    monkeypatch.setattr(runs, "checkpoint_to_evaluate",
+    real = restore.checkpoint_to_evaluate
+    monkeypatch.setattr(restore, "checkpoint_to_evaluate",
                         lambda model_dir: listed.pop() if listed else real(model_dir))
     logged = []
-    monkeypatch.setattr(runs, "log", logged.append)
+    monkeypatch.setattr(restore, "log", logged.append)
     batch = {"src": np.full([1, 2], 4, np.int32), "tgt_in": np.asarray([[2, 4]], np.int32),
              "tgt_out": np.asarray([[4, 3]], np.int32)}
-    step = runs.restore_model(Seq2Seq(_cfg(attention="soft")), str(tmp_path), batch)
+    step = restore.restore_model(Seq2Seq(_cfg(attention="soft")), str(tmp_path), batch)
     assert step == 4
     assert any("ckpt-2 was replaced while it was read" in m and "ckpt-4" in m for m in logged)
 

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from acvi_tf import runs
 from acvi_tf.export import base as export_base
+from acvi_tf.run import restore
+from acvi_tf.run.restore import restore_model
 from acvi_tf.training import trainer as trainer_lib
 from acvi_tf.training.trainer import CheckpointError
 from tests import cli
@@ -141,7 +142,7 @@ def test_a_failure_is_one_line_and_its_traceback_comes_with_the_switch(tmp_path,
     else:
         # the error it was turned from, where it was raised, then the one line, last
         assert "Traceback (most recent call last)" in r.stderr
-        assert "acvi_tf.runs.RunError: --model_dir=" in r.stderr
+        assert "acvi_tf.errors.RunError: --model_dir=" in r.stderr
         assert 'in locked_run_dir' in r.stderr
 
 
@@ -378,8 +379,8 @@ def test_restore_falls_back_past_a_truncated_newest_checkpoint(tmp_path, monkeyp
     with open(data, "r+b") as f:
         f.truncate(os.path.getsize(data) - 1000)
     logged = []
-    monkeypatch.setattr(runs, "log", logged.append)
-    assert runs.restore_model(Seq2Seq(_cfg(attention="soft")), str(tmp_path), _batch()) == 2
+    monkeypatch.setattr(restore, "log", logged.append)
+    assert restore_model(Seq2Seq(_cfg(attention="soft")), str(tmp_path), _batch()) == 2
     assert len(logged) == 1 and logged[0].startswith(
         f"WARNING: {tmp_path / 'ckpt' / 'ckpt-4'} cannot be read (ckpt-4.data-00000-of-00001 "
         f"has "), logged

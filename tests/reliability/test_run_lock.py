@@ -7,12 +7,13 @@ import time
 
 import pytest
 
-from acvi_tf.runs import LOCK_FILE, RunError, locked_run_dir
+from acvi_tf.errors import RunError
+from acvi_tf.run.directory import LOCK_FILE, locked_run_dir
 from tests import cli
 
 HOLD = """
 import sys, time
-from acvi_tf.runs import locked_run_dir
+from acvi_tf.run.directory import locked_run_dir
 with locked_run_dir(sys.argv[1]):
     print("held", flush=True)
     time.sleep(60)

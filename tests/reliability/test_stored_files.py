@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from acvi_tf import runs
 from acvi_tf.data.vocab import Vocab
+from acvi_tf.errors import RunError
+from acvi_tf.run.directory import load_run_config, save_run_config, save_vocab
 from acvi_tf.utils import manifest
 from tests.experiments.test_translate import _write_mirror
 from tests import cli
@@ -18,9 +19,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _stored_run(model_dir):
     """A run directory as a first run leaves it before training: settings and vocabularies."""
-    runs.save_run_config(str(model_dir), {"mode": "train"}, "smoke", "python -m x", ["--a=1"])
+    save_run_config(str(model_dir), {"mode": "train"}, "smoke", "python -m x", ["--a=1"])
     for lang, words in (("en", ["a", "man"]), ("de", ["ein", "mann"])):
-        runs.save_vocab(Vocab(words), str(model_dir), f"vocab.{lang}.txt")
+        save_vocab(Vocab(words), str(model_dir), f"vocab.{lang}.txt")
 
 
 def test_record_then_verify_accepts_untouched_files(tmp_path):
@@ -54,8 +55,8 @@ def test_a_garbled_manifest_is_named(tmp_path):
 
 def test_garbled_json_without_a_manifest_is_a_run_error_naming_it(tmp_path):
     (tmp_path / "run_config.json").write_text("garbage\n")
-    with pytest.raises(runs.RunError, match="run_config.json is not valid JSON"):
-        runs.load_run_config(str(tmp_path))
+    with pytest.raises(RunError, match="run_config.json is not valid JSON"):
+        load_run_config(str(tmp_path))
 
 
 def _cli(args, env=None):

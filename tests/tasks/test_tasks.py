@@ -12,18 +12,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from acvi_tf import runs
 from acvi_tf.attention.acvi import floor_log_sigma_sq
+from acvi_tf.errors import ConfigError, RunError
 from acvi_tf.metrics import diversity, repetition
 from acvi_tf.metrics.caption import java_available
 from acvi_tf.models import build_model
 from acvi_tf.models.seq2seq import ModelConfig
-from acvi_tf.runs import ConfigError, RunError
+from acvi_tf.run.restore import load_model
+from acvi_tf.run.results import finish_results
 from acvi_tf.tasks import TASKS, DecodeConfig, RunInfo, base, system_name
 from acvi_tf.tasks.captioning import CaptioningConfig, CaptioningTask
 from acvi_tf.tasks.translation import (TranslationConfig, TranslationTask, Translator,
                                       source_batches)
 from acvi_tf.training.trainer import TrainConfig
+from acvi_tf.utils.files import save_json
 from tests.experiments.test_caption import _write_mirror as _write_msvd
 from tests.experiments.test_translate import _write_mirror as _write_multi30k
 
@@ -79,7 +81,7 @@ def test_translation_trains_evaluates_and_reports(tmp_path, monkeypatch):
     assert task.results(splits, seconds, info["steps"], config)["system"] == "acvi_paper_elbo"
     assert results["profile"] == "smoke" and results["partial_eval"] is True
     assert results["decode"]["beam_width"] == 2
-    saved = runs.finish_results(model_dir, results)
+    saved = finish_results(model_dir, results)
     assert saved["wall_time_sec"] > 0 and "diversity" in saved["splits"]["test"]
     # N-GRR (VRNMT Eq. 27) of each split's decode, as the metric computes it from the file
     with open(saved["splits"]["test"]["decode_file"], encoding="utf-8") as f:
@@ -87,7 +89,7 @@ def test_translation_trains_evaluates_and_reports(tmp_path, monkeypatch):
     assert {int(n): v for n, v in saved["repetition"]["test"].items()} == \
         repetition.repetition_table(decoded)
     # The trained model reloads from the run directory and decodes text.
-    reloaded, step = runs.load_model(model_dir, task.build_batch())
+    reloaded, step = load_model(model_dir, task.build_batch())
     assert step == 3
     assert len(task.translate_lines(reloaded, ["a dog runs .", ""])) == 2
 
@@ -125,7 +127,6 @@ def test_captioning_on_synthetic_features(tmp_path, monkeypatch):
 
 
 def test_summarization_phases_coverage_and_lead3(tmp_path, monkeypatch):
-    from acvi_tf import runs
     from acvi_tf.metrics import rouge
     from acvi_tf.tasks.summarization import (SummarizationConfig, SummarizationTask,
                                              percent_rouge, read_pairs, summary_sentences,
@@ -170,7 +171,7 @@ def test_summarization_phases_coverage_and_lead3(tmp_path, monkeypatch):
     assert scores["test_articles"] == 4
     # --mode=val: the same decode and ROUGE on the val articles, under "val"; the test
     # scores already in results.json stay.
-    runs.save_json(os.path.join(model_dir, "results.json"), results)
+    save_json(os.path.join(model_dir, "results.json"), results)
     saved = task.validate(model, 3, model_config, 3, model_dir)
     assert saved["rouge"] == results["rouge"] and saved["val"]["val_articles"] == 4
     val_pairs, _ = read_pairs("val", 4)

@@ -95,7 +95,7 @@ def test_two_workers_match_one_worker_and_only_the_chief_writes(tmp_path):
 
 
 def test_is_chief_reads_tf_config(monkeypatch, tmp_path):
-    from acvi_tf import runs
+    from acvi_tf.run.results import update_results
     from acvi_tf.training.trainer import is_chief
 
     def config(task_type, index, chief=False):
@@ -116,5 +116,5 @@ def test_is_chief_reads_tf_config(monkeypatch, tmp_path):
     assert is_chief()
     config("worker", 1)
     assert not is_chief()
-    runs.update_results(str(tmp_path), steps=3)  # a non-chief worker writes no results
+    update_results(str(tmp_path), steps=3)  # a non-chief worker writes no results
     assert not (tmp_path / "results.json").exists()

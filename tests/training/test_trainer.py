@@ -59,10 +59,10 @@ def test_resume_matches_an_uninterrupted_run(tmp_path):
 def test_mixed_float16_checkpoints_its_loss_scale_and_restores_for_evaluation(tmp_path):
     """mixed_float16 trains with a LossScaleOptimizer: stopped after 2 steps and resumed to
     5, it ends with the weights and loss-scale state of an uninterrupted run (the scale's
-    good-step counter too), and runs.restore_model rebuilds it for evaluation. Soft
+    good-step counter too), and restore_model rebuilds it for evaluation. Soft
     attention crosses the Gumbel switch (steps 3-4) on one traced step: it reads no mode."""
     import keras
-    from acvi_tf import runs
+    from acvi_tf.run.restore import restore_model
     task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
 
     def trainer(name):
@@ -86,7 +86,7 @@ def test_mixed_float16_checkpoints_its_loss_scale_and_restores_for_evaluation(tm
 
     model = Seq2Seq(_cfg(attention="soft", precision="mixed_float16"))
     batch = {k: v for k, v in task.batch_at(0).items()}
-    assert runs.restore_model(model, str(tmp_path / "full"), batch) == 5
+    assert restore_model(model, str(tmp_path / "full"), batch) == 5
     for a, b in zip(_weights(full), [v.numpy() for v in model.trainable_variables]):
         np.testing.assert_array_equal(a, b)
 

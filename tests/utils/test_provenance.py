@@ -13,7 +13,9 @@ import subprocess
 import pytest
 
 import acvi_tf
-from acvi_tf import runs
+from acvi_tf.errors import RunError
+from acvi_tf.run.directory import load_provenance, locked_run_dir, run_segment, start_segment
+from acvi_tf.run.results import finish_results
 from acvi_tf.utils import provenance
 from experiments.tables.render import Footnotes
 
@@ -89,11 +91,11 @@ def test_snapshot_outside_git_or_without_git_records_none(tmp_path, monkeypatch)
 def test_two_starts_across_a_code_change_and_one_finish(repo, tmp_path):
     model_dir = str(tmp_path / "run")
     first = _git(repo, "rev-parse", "HEAD")
-    runs.start_segment(model_dir, "python -m experiments.translate --mode=train", "train")
+    start_segment(model_dir, "python -m experiments.translate --mode=train", "train")
     # the first start is killed (its segment stays open), the code changes, the run resumes
     second = _commit(repo, "two\n")
-    runs.start_segment(model_dir, "python -m experiments.translate", "train_eval")
-    results = runs.finish_results(model_dir, {"steps": 3})
+    start_segment(model_dir, "python -m experiments.translate", "train_eval")
+    results = finish_results(model_dir, {"steps": 3})
 
     segments = json.load(open(os.path.join(model_dir, "provenance.json")))
     assert [(s["command"].split()[-1], s["mode"]) for s in segments] == [
@@ -114,14 +116,14 @@ def test_two_starts_across_a_code_change_and_one_finish(repo, tmp_path):
 @needs_git
 def test_a_start_ends_when_its_mode_returns_and_a_failed_start_stays_open(repo, tmp_path):
     model_dir = str(tmp_path / "run")
-    with runs.run_segment(model_dir, "train", "train"):  # --mode=train writes no results
+    with run_segment(model_dir, "train", "train"):  # --mode=train writes no results
         pass
-    with runs.run_segment(model_dir, "eval", "eval"):
-        finished = runs.finish_results(model_dir, {})["provenance"]
+    with run_segment(model_dir, "eval", "eval"):
+        finished = finish_results(model_dir, {})["provenance"]
     with pytest.raises(RuntimeError):
-        with runs.run_segment(model_dir, "eval again", "eval"):
+        with run_segment(model_dir, "eval again", "eval"):
             raise RuntimeError("evaluation failed")
-    segments = runs.load_provenance(model_dir)
+    segments = load_provenance(model_dir)
     assert [s["command"] for s in segments] == ["train", "eval", "eval again"]
     assert segments[0]["end"]["time"] >= segments[0]["start"]["time"]
     assert segments[1]["end"]["time"] == finished["end"]  # finish_results ended it
@@ -133,7 +135,7 @@ def test_an_old_run_directory_without_provenance_json_still_gets_results(repo, t
     model_dir = tmp_path / "old_run"
     model_dir.mkdir()
     (model_dir / "results.json").write_text(json.dumps({"bleu": {"test": 20.0}}))
-    results = runs.finish_results(str(model_dir), {"bleu": {"dev": 19.0}})
+    results = finish_results(str(model_dir), {"bleu": {"dev": 19.0}})
     assert results["bleu"] == {"test": 20.0, "dev": 19.0}
     entry = results["provenance"]
     assert entry["commit"] == _git(repo, "rev-parse", "HEAD") and entry["segments"] == 0
@@ -144,13 +146,13 @@ def test_an_old_run_directory_without_provenance_json_still_gets_results(repo, t
 @needs_git
 def test_footnotes_show_the_short_commit_and_a_dirty_or_crossed_tree(repo, tmp_path):
     head = _git(repo, "rev-parse", "HEAD")
-    runs.start_segment(str(tmp_path / "a"), "python -m experiments.translate", "train_eval")
-    clean = runs.finish_results(str(tmp_path / "a"), {"command": "python -m x", "steps": 1500})
+    start_segment(str(tmp_path / "a"), "python -m experiments.translate", "train_eval")
+    clean = finish_results(str(tmp_path / "a"), {"command": "python -m x", "steps": 1500})
     (repo / "tracked.txt").write_text("edited, not committed\n")
-    runs.start_segment(str(tmp_path / "b"), "python -m experiments.translate", "train")
+    start_segment(str(tmp_path / "b"), "python -m experiments.translate", "train")
     second = _commit(repo, "two\n")
-    runs.start_segment(str(tmp_path / "b"), "python -m experiments.translate", "train_eval")
-    crossed = runs.finish_results(str(tmp_path / "b"), {"command": "python -m y"})
+    start_segment(str(tmp_path / "b"), "python -m experiments.translate", "train_eval")
+    crossed = finish_results(str(tmp_path / "b"), {"command": "python -m y"})
     notes = Footnotes()
     notes.add(clean)
     notes.add(crossed)
@@ -162,14 +164,14 @@ def test_footnotes_show_the_short_commit_and_a_dirty_or_crossed_tree(repo, tmp_p
 
 def test_a_garbled_provenance_json_is_an_error_naming_it(tmp_path):
     (tmp_path / "provenance.json").write_text(json.dumps({"not": "a list"}))
-    with pytest.raises(runs.RunError, match="provenance.json is not a JSON list"):
-        runs.start_segment(str(tmp_path), "cmd", "train")
+    with pytest.raises(RunError, match="provenance.json is not a JSON list"):
+        start_segment(str(tmp_path), "cmd", "train")
 
 
 def test_a_failed_first_run_leaves_no_directory_behind(tmp_path):
     model_dir = str(tmp_path / "new")
     with pytest.raises(ValueError):
-        with runs.locked_run_dir(model_dir), runs.run_segment(model_dir, "cmd", "train"):
+        with locked_run_dir(model_dir), run_segment(model_dir, "cmd", "train"):
             assert os.path.exists(os.path.join(model_dir, "provenance.json"))
             raise ValueError("bad option")
     assert not os.path.exists(model_dir)
@@ -179,6 +181,6 @@ def test_only_the_chief_of_a_multi_worker_run_writes(tmp_path, monkeypatch):
     monkeypatch.setenv("TF_CONFIG", json.dumps({
         "cluster": {"worker": ["localhost:1", "localhost:2"]},
         "task": {"type": "worker", "index": 1}}))
-    runs.start_segment(str(tmp_path), "cmd", "train_eval")
-    runs.finish_results(str(tmp_path), {"steps": 1})
+    start_segment(str(tmp_path), "cmd", "train_eval")
+    finish_results(str(tmp_path), {"steps": 1})
     assert os.listdir(tmp_path) == []
