@@ -10,8 +10,10 @@ z = (z_1, ..., z_N) is a linear-chain CRF over the source:
 with unary potential e_t^i (the task's attention score, Eqs. 1/8/10) for
 z_i = 1, potential 0 for z_i = 0, and a learned 2 x 2 transition matrix W
 (trainable, zero-initialised, so training starts from independent Bernoulli
-"sigmoid attention", p(z_i = 1) = sigmoid(e_t^i)). There are no start/end
-potentials (the authors' Torch code adds the mean of W's rows/columns there).
+"sigmoid attention", p(z_i = 1) = sigmoid(e_t^i)). By default there are no start/end
+potentials; ``boundary="mean"`` adds the authors' (their ``CRF.lua``: the column means
+of W for z_1, the row means for z_N). ``unary_bias`` and ``transition_scale`` are
+diagnostics of issue 34 (results/structured_attention.md), off by default.
 
 log Z_t comes from the log-space forward algorithm and the node marginals
 p(z_i = 1) from forward-backward (exactly d log Z / d e_t^i, which the tests
@@ -32,7 +34,8 @@ The context (Kim et al. c = sum_i p(z_i = 1 | x, q) x_i; their NMT code
     c_t   = scale * sum_i a_t^i h_i             (normalize=True, the default, scale=2)
     c_t   = sum_i p(z_i = 1) h_i                (normalize=False: the raw marginals)
 
-The authors also put an L2 penalty (0.005) on W; the loss here has none.
+The authors also put an L2 penalty (0.005) on W and initialise it U(-0.1, 0.1); here
+it has no penalty and starts at 0.
 """
 
 import keras
