@@ -72,7 +72,10 @@ PROFILES = {
         clip_norm=5.0, train_steps=2500, batch_size=64, max_length=50, overlong="filter",
         beam_width=5, decode_max_length=50, length_normalization="none",
         eval_every=500, eval_subset=200, eval_beam_width=1, checkpoint_every=500,
-        log_every=50, min_count=2, bpe_vocab_size=8_000, allow_partial_data=False),
+        log_every=50, min_count=2, bpe_vocab_size=8_000, allow_partial_data=False,
+        # the batching of every archived 2,500-step run (results/table4_cpu_2500.md) and
+        # of the demo: buckets of width 10
+        num_buckets=5),
     "smoke": dict(
         embed_dim=16, encoder_units=16, encoder_layers=1, decoder_units=16, decoder_layers=1,
         attention_units=16, head_units=16, dropout=0.1, score="multiplicative",
@@ -87,8 +90,9 @@ PROFILES = {
 # BLEU within 0.5 of its best from step ~7,500 on, 12 BLEU above step 2,500:
 # results/convergence.md), the full val set evaluated every 500 steps and the best of
 # those evaluations scored on test (--select_best). Length buckets of width 2 tokens
-# (num_buckets=25 over max_length 50): the same 64-pair batches with less padding, 1.29x
-# the steps/s of the default 5 buckets end to end (results/bench_peers_train.md, idle).
+# (num_buckets=25 over max_length 50, the flag's default; the cpu profile keeps 5): the
+# same 64-pair batches with less padding, 1.29x the steps/s of 5 buckets end to end
+# (results/bench_peers_train.md, idle).
 PROFILES["cpu_converged"] = dict(PROFILES["cpu"], train_steps=8000, eval_subset=0,
                                  select_best="dev_bleu", num_buckets=25)
 
@@ -122,8 +126,10 @@ def define_flags(fv=FLAGS):
                          lower_bound=1, **kw)
     flags.DEFINE_enum("overlong", "filter", ("filter", "truncate"), "Training pairs beyond "
                       "--max_length: drop them, or cut them (tensorflow/nmt).", **kw)
-    flags.DEFINE_integer("num_buckets", 5, "Length buckets of the training batches.",
-                         lower_bound=1, **kw)
+    flags.DEFINE_integer("num_buckets", 25, "Length buckets of the training batches, of "
+                         "width ceil(--max_length / num_buckets) tokens: 25 over 50 is "
+                         "OpenNMT-tf's width 2, 1.29x the steps/s of 5 end to end "
+                         "(results/bench_peers_train.md).", lower_bound=1, **kw)
     flags.DEFINE_integer("pad_multiple", 0, "Pad batch lengths up to a multiple of this "
                          "(fewer shapes for --xla); 0: no padding.", lower_bound=0, **kw)
     flags.DEFINE_string("input", None, "--mode=decode: the file to translate (default: "

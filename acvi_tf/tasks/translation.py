@@ -51,7 +51,7 @@ class TranslationConfig:
     max_eval_lines: Optional[int] = None  # evaluate on the first N dev/test pairs only
     max_length: int = 50                 # training length limit in tokens (both sides)
     overlong: str = "filter"             # training pairs beyond max_length: filter or truncate
-    num_buckets: int = 5                 # length buckets of the training batches
+    num_buckets: int = 25                # length buckets of the training batches (width 2 over 50)
     pad_multiple: int = 0                # pad batch lengths to a multiple (fewer XLA shapes)
     batch_size: int = 64                 # training pairs per batch
     seed: int = 0                        # data order
