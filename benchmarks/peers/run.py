@@ -170,10 +170,19 @@ def precision_label(ours_precision, xla=False):
     return label + (", ours XLA" if xla else "")
 
 
+FINAL_RATIOS = (("tokens/s", "tokens_per_s"), ("beam sentences/s", "sentences_per_s"))
+
+
 def final_line(result):
-    value = result["ratios"]["tokens_per_s"]
-    return (f"ours/opennmt-tf tokens/s: {'n/a' if value is None else format(value, '.2f')} "
-            f"({result['settings']['precision']})")
+    """The ratios a reader compares, printed last, one line each: training tokens/s and
+    beam-search sentences/s, ours over OpenNMT-tf's, with the precision of each side."""
+    lines = []
+    for label, key in FINAL_RATIOS:
+        value = result["ratios"].get(key)
+        lines.append(f"ours/opennmt-tf {label}: "
+                     f"{'n/a' if value is None else format(value, '.2f')} "
+                     f"({result['settings']['precision']})")
+    return "\n".join(lines)
 
 
 def _fmt(value, spec):

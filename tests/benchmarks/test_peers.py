@@ -88,12 +88,16 @@ def test_json_and_markdown_writer(tmp_path):
 
 
 def test_final_line_format():
-    line = run.final_line(_result(3.0, 2.0))
-    assert FINAL_LINE.match(line) and line.endswith(": 1.50 (fp32)")
+    """Printed last, one line each: the training tokens/s ratio, then the beam search's
+    sentences/s ratio (issue 35's form)."""
+    tokens, beam = run.final_line(_result(3.0, 2.0)).split("\n")
+    assert FINAL_LINE.match(tokens) and tokens.endswith(": 1.50 (fp32)")
+    # beam: 2 sentences in the median of [0.5, 0.25] s on both sides
+    assert beam == "ours/opennmt-tf beam sentences/s: 1.00 (fp32)"
     result = _result()
     result["sides"]["opennmt-tf"].pop("tokens_per_s")
     result["ratios"]["tokens_per_s"] = run.ratio(result, "tokens_per_s")
-    assert run.final_line(result) == "ours/opennmt-tf tokens/s: n/a (fp32)"
+    assert run.final_line(result).split("\n")[0] == "ours/opennmt-tf tokens/s: n/a (fp32)"
 
 
 def test_our_precision_is_in_the_settings_the_report_and_the_final_line():
@@ -101,8 +105,9 @@ def test_our_precision_is_in_the_settings_the_report_and_the_final_line():
     result = run.build_result("quick", ["--quick"], QUICK, _result()["load_average"], sides,
                               1.0, ours_precision="mixed_bfloat16", seed=0)
     assert result["settings"]["precision"] == "ours mixed_bfloat16, opennmt-tf fp32"
-    assert run.final_line(result) == ("ours/opennmt-tf tokens/s: 2.00 "
-                                      "(ours mixed_bfloat16, opennmt-tf fp32)")
+    assert run.final_line(result) == (
+        "ours/opennmt-tf tokens/s: 2.00 (ours mixed_bfloat16, opennmt-tf fp32)\n"
+        "ours/opennmt-tf beam sentences/s: 1.00 (ours mixed_bfloat16, opennmt-tf fp32)")
     assert "steps. ours mixed_bfloat16, opennmt-tf fp32, no XLA." in run.markdown(result)
     assert run.parse_args(["--precision=mixed_float16"]).precision == "mixed_float16"
 
@@ -111,7 +116,8 @@ def test_our_xla_setting_is_in_the_settings_the_report_and_the_final_line():
     result = run.build_result("quick", ["--quick", "--xla"], QUICK, _result()["load_average"],
                               _result()["sides"], 1.0, xla=True, seed=0)
     assert result["settings"]["xla"] is True
-    assert run.final_line(result) == "ours/opennmt-tf tokens/s: 2.00 (fp32, ours XLA)"
+    assert run.final_line(result).split("\n")[0] == \
+        "ours/opennmt-tf tokens/s: 2.00 (fp32, ours XLA)"
     assert "steps. fp32, ours XLA, our training step XLA-compiled." in run.markdown(result)
     assert run.parse_args(["--xla"]).xla and not run.parse_args([]).xla
 
