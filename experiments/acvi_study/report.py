@@ -89,6 +89,12 @@ def _fmt(v, digits=2):
     return f"{v:.{digits}f}"
 
 
+def _p(p_value):
+    """"= 0.0123", or "< 1e-4" at the bootstrap's floor (:func:`significance.p_text`)."""
+    text = significance.p_text(p_value, significance.N_SAMPLES)
+    return text if text.startswith("<") else f"= {text}"
+
+
 def mean_std(values):
     values = [v for v in values if v is not None]
     if not values:
@@ -317,9 +323,11 @@ def write(runs_root, cells, out):
     # CNN/DM test (per-summary ROUGE-1 F1)
     refs = references("test")
     for task, title in (
-            ("multi30k", "### Paired bootstrap (sacrebleu, 1,000 resamples, seeds pooled: seed i "
-                         "against seed i)"),
-            ("cnndm", "### Paired bootstrap, CNN/DM (1,000 resamples of the summaries, "
+            ("multi30k", f"### Paired bootstrap (sacrebleu, {significance.N_SAMPLES:,} "
+                         "resamples, seeds pooled: seed i against seed i; sentences only, "
+                         "the seeds' spread is not counted)"),
+            ("cnndm", f"### Paired bootstrap, CNN/DM ({significance.N_SAMPLES:,} resamples of "
+                      "the summaries, "
                       "per-summary ROUGE-1 F1 from ROUGE-1.5.5, seeds pooled: seed i against "
                       "seed i; one-sided p of \"the row is not above soft attention\")")):
         lines += [title, ""]
@@ -340,7 +348,8 @@ def write(runs_root, cells, out):
                               ("ROUGE-1", "p"))
             lines.append(f"- {label} vs soft attention ({n} seed pair{'s' if n > 1 else ''}): "
                          f"{res['candidate']:.2f} vs {res['baseline']:.2f} {metric}, difference "
-                         f"{res['difference']:+.2f}, {p_name} = {res['p_value']:.4f}")
+                         f"{res['difference']:+.2f}, {p_name} "
+                         f"{_p(res['p_value'])}")
         lines.append("")
 
     # -- plots ----------------------------------------------------------------------------
