@@ -28,17 +28,22 @@ import sys
 
 # The checkout holding this package (None-valued commits outside one).
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The tables and archives that runs themselves write (a table run renders its markdown
+# into the tree it trains from): a change there is output, not a change to the code.
+GENERATED = "results"
 
 
 def code_version(repo=REPO_ROOT):
     """``{"commit": sha, "dirty": bool}`` of the checkout at ``repo``, or None outside
-    git (an installed package, no git binary)."""
+    git (an installed package, no git binary). ``dirty``: a tracked file outside
+    ``results/`` differs from HEAD."""
     def git(*args):
         return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
                               timeout=30, check=True).stdout.strip()
     try:
         return {"commit": git("rev-parse", "HEAD"),
-                "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+                "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--",
+                                  ".", f":(exclude){GENERATED}"))}
     except (OSError, subprocess.SubprocessError):
         return None
 

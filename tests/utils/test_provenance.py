@@ -68,6 +68,20 @@ def test_snapshot_names_head_and_turns_unclean_when_a_tracked_file_changes(repo)
 
 
 @needs_git
+def test_a_rendered_table_in_results_leaves_the_tree_clean(repo):
+    # A table run writes results/<table>.md into the tree it trains from; the runs after
+    # it are still at the committed code.
+    (repo / "results").mkdir()
+    (repo / "results" / "table.md").write_text("old\n")
+    _git(repo, "add", "results/table.md")
+    _git(repo, "commit", "-q", "-m", "table")
+    (repo / "results" / "table.md").write_text("re-rendered\n")
+    assert provenance.snapshot(str(repo))["clean"] is True
+    (repo / "tracked.txt").write_text("code changed\n")
+    assert provenance.snapshot(str(repo))["clean"] is False
+
+
+@needs_git
 def test_the_default_repository_is_the_one_holding_the_imported_package():
     package = os.path.dirname(os.path.abspath(acvi_tf.__file__))
     head = subprocess.run(["git", "-C", package, "rev-parse", "HEAD"], capture_output=True,
