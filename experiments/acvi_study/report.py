@@ -193,8 +193,15 @@ def converged_grid(runs):
         commands += [f"- `conv_{name}_s{seed}`: `{s['command']}`"
                      for seed, s in zip(seeds, summ) if s]
     choice = converged_choice(scores)
-    payload = {"cells": payload, "choice": choice, "profile": _study.CONVERGED_PROFILE}
-    lines += ["", f"Chosen by mean val BLEU among the complete cells: **{choice}**." if choice
+    complete = sum(all(x is not None for x in v) for v in scores.values())
+    final = complete == len(scores)
+    payload = {"cells": payload, "choice": choice, "final": final,
+               "profile": _study.CONVERGED_PROFILE}
+    # A choice among the first finished cells is only the current leader: the flagfile of
+    # ACVI (ours) changes when every cell is in.
+    lead = ("Chosen" if final else
+            f"Provisional, {complete} of {len(scores)} cells complete: leading")
+    lines += ["", f"{lead} by mean val BLEU among the complete cells: **{choice}**." if choice
               else "No cell has all its seeds yet: nothing is chosen."]
     if commands:
         lines += ["", "Commands:", ""] + commands

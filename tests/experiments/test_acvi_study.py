@@ -326,4 +326,5 @@ def test_the_converged_grid_chooses_by_mean_val_bleu_among_complete_cells(tmp_pa
     assert payload["cells"]["kl1e-4"]["best_step"] == [7500, None]
     text = "\n".join(lines)
     assert "**kl0**" in text and "| kl0 | KL weight 0, cpu_converged | 33.00 | 32.00 | 32.50 |" in text
+    assert payload["final"] is False and "Provisional, 2 of 6 cells complete" in text
     assert "| kl1e-4 | KL weight 1e-4, cpu_converged | 50.00 | not run yet | – |" in text
