@@ -11,6 +11,13 @@ finished set (ranked by the length-normalized score) and keeps the best
 
 Rows of the step function's batch are batch-major: row ``b * beam_width + k`` is
 beam ``k`` of batch element ``b``.
+
+Attention histories are not carried per hypothesis (reordering a [B, K, T, N] buffer at
+every step moves O(T) data per step, a quarter of the search's time at translation sizes).
+Each step's attention is written once, by the row that computed it, with the parent of
+every surviving beam; a finished hypothesis keeps only the row of its last step, and its
+history is read back through the parents after the search (as ``gather_tree`` does for
+ids in tfa's BeamSearchDecoder).
 """
 
 import tensorflow as tf
@@ -83,8 +90,11 @@ class _Search:
     The loop state is a dict: ``inputs`` [B*K], ``state`` (the step function's),
     ``alive_ids`` [B, K, T], ``alive_log_probs`` [B, K], ``finished_ids``,
     ``finished_scores``, ``finished_log_probs``, ``finished_lengths`` (all [B, K, ...])
-    and, when the step function returns attention, ``alive_attention`` and
-    ``finished_attention`` [B, K, T, N]. Finished sets are kept sorted, best first.
+    and, when the step function returns attention, ``attention_steps`` and
+    ``parent_steps`` (TensorArrays over time of each step's attention [B, K, N], by the
+    row that computed it, and of the surviving beams' parents [B, K]), ``alive_parents``
+    [B, K] (the last step's) and ``finished_rows`` [B, K] (the row that computed a
+    finished hypothesis' last step). Finished sets are kept sorted, best first.
     """
 
     def __init__(self, step_fn, end_id, beam_width, max_length, min_length,
@@ -131,11 +141,7 @@ class _Search:
         log_probs = forbid_end(tf.cast(log_probs, tf.float32), self.end_id, step,
                                self.min_length)
         batch = tf.shape(loop["alive_log_probs"])[0]
-        vocab = tf.shape(log_probs)[-1]
-        totals = loop["alive_log_probs"][:, :, None] + tf.reshape(log_probs, [batch, k, -1])
-        scores, flat = tf.math.top_k(tf.reshape(totals, [batch, -1]),
-                                     k=self.num_candidates(log_probs.shape[-1]))
-        parents, tokens = flat // vocab, flat % vocab
+        scores, parents, tokens = self.top_candidates(loop["alive_log_probs"], log_probs)
         candidates = {
             "parents": parents,
             "tokens": tokens,
@@ -144,27 +150,88 @@ class _Search:
                               tokens, step, time_axis=2),
         }
         attention = get_attention(extras)
-        if attention is not None:
-            candidates[ATTENTION] = self.candidate_attention(loop, attention, parents, step)
         is_end = tf.equal(tokens, self.end_id)
         new = self.select_alive(candidates, is_end, state)
+        if attention is not None:
+            new.update(self.record_attention(loop, attention, new["alive_parents"], step,
+                                             batch))
+            candidates["rows"] = parents
+        else:
+            del new["alive_parents"]
         finished = self.merge_finished(
             loop, candidates, tf.where(is_end, scores, NEG_INF),
             tf.fill(tf.shape(scores), step + 1))
         new.update(finished)
         return new
 
-    def candidate_attention(self, loop, attention, parents, step):
-        """[B, 2K, T, N]: each candidate's parent attention history plus this step's."""
-        batch = tf.shape(parents)[0]
+    def top_candidates(self, alive_log_probs, log_probs):
+        """The 2K best extensions: (log-probs, parents, tokens), each [B, 2K], best first.
+
+        Two stages: each row's best 2K tokens, then the best 2K of those K * 2K. No row
+        can place more than 2K candidates in the overall best 2K, and top_k breaks ties by
+        position in both stages as a single top_k over [B, K * V] does (parent, then
+        token), so the result is the same; the additions shrink from K * V to 2K * K.
+        """
+        k = self.beam_width
+        batch = tf.shape(alive_log_probs)[0]
+        vocab = log_probs.shape[-1]
+        n = self.num_candidates(vocab)
+        if vocab is None or vocab <= n:
+            vocab = tf.shape(log_probs)[-1]
+            totals = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, k, -1])
+            scores, flat = tf.math.top_k(tf.reshape(totals, [batch, -1]), k=n)
+            return scores, flat // vocab, flat % vocab
+        row_scores, row_tokens = tf.math.top_k(log_probs, k=n)            # [B*K, 2K]
+        totals = alive_log_probs[:, :, None] + tf.reshape(row_scores, [batch, k, n])
+        scores, flat = tf.math.top_k(tf.reshape(totals, [batch, k * n]), k=n)
+        tokens = tf.gather(tf.reshape(row_tokens, [batch, k * n]), flat, batch_dims=1)
+        return scores, flat // n, tokens
+
+    def record_attention(self, loop, attention, alive_parents, step, batch):
+        """Writes this step's attention (by computing row) and the new beams' parents."""
         attention = tf.reshape(attention, tf.concat([[batch, self.beam_width],
                                                      tf.shape(attention)[1:]], 0))
-        history = loop.get("alive_attention")
-        if history is None:
-            history = tf.zeros(tf.concat([[batch, self.beam_width, self.max_length],
-                                          tf.shape(attention)[2:]], 0), attention.dtype)
-        return write_time(tf.gather(history, parents, batch_dims=1),
-                          tf.gather(attention, parents, batch_dims=1), step, time_axis=2)
+        steps = loop.get("attention_steps")
+        if steps is None:
+            steps = tf.TensorArray(attention.dtype, size=self.max_length,
+                                   element_shape=tf.TensorShape([None, self.beam_width])
+                                   .concatenate(attention.shape[2:]))
+            parents = tf.TensorArray(tf.int32, size=self.max_length,
+                                     element_shape=[None, self.beam_width])
+        else:
+            parents = loop["parent_steps"]
+        return {"attention_steps": steps.write(step, attention),
+                "parent_steps": parents.write(step, alive_parents),
+                "alive_parents": alive_parents}
+
+    def backtrack_attention(self, loop, rows, lengths):
+        """[B, n, T, N]: the attention history of the hypotheses whose last step (index
+        ``lengths - 1``) was computed by beam row ``rows`` [B, n]; zero after the end."""
+        attention = loop["attention_steps"].stack()                       # [T, B, K, N]
+        parents = loop["parent_steps"].stack()                            # [T, B, K]
+        # Step t's row holds a beam that survived step t - 1; its parent is the row that
+        # computed step t - 1 of the same hypothesis.
+        previous_parents = tf.concat([tf.zeros_like(parents[:1]), parents[:-1]], 0)
+        last = lengths - 1
+
+        def back(row, inputs):
+            # ``row`` [B, n]: the row that computed step t (valid where t <= last).
+            t, step_attention, step_previous_parents = inputs
+            row = tf.where(tf.equal(last, t), rows, row)
+            out = tf.gather(step_attention, row, batch_dims=1)
+            out = tf.where((t <= last)[:, :, None], out, tf.zeros_like(out))
+            return tf.gather(step_previous_parents, row, batch_dims=1), out
+
+        times = tf.range(self.max_length - 1, -1, -1)
+        _, history = tf.scan(lambda carry, x: back(carry[0], x),
+                             (times, tf.reverse(attention, [0]),
+                              tf.reverse(previous_parents, [0])),
+                             initializer=(tf.zeros_like(rows),
+                                          tf.zeros(tf.concat([tf.shape(rows),
+                                                              tf.shape(attention)[3:]], 0),
+                                                   attention.dtype)))
+        # history [T, B, n, N], time reversed
+        return tf.transpose(tf.reverse(history, [0]), [1, 2, 0, 3])
 
     def select_alive(self, candidates, is_end, state):
         """The best K candidates that did not end, with their state rows and next inputs."""
@@ -182,9 +249,8 @@ class _Search:
             # Not the picked log-probs: if fewer than K candidates did not end,
             # the ended ones filling the beam must stay at -inf.
             "alive_log_probs": log_probs,
+            "alive_parents": parents,
         }
-        if ATTENTION in candidates:
-            new["alive_attention"] = pick(candidates[ATTENTION])
         return new
 
     def merge_finished(self, loop, candidates, log_probs, lengths):
@@ -200,11 +266,11 @@ class _Search:
             "finished_log_probs": (loop["finished_log_probs"], log_probs),
             "finished_lengths": (loop["finished_lengths"], lengths),
         }
-        if ATTENTION in candidates:
-            old = loop.get("finished_attention")
+        if "rows" in candidates:
+            old = loop.get("finished_rows")
             if old is None:
-                old = tf.zeros_like(candidates[ATTENTION][:, :self.beam_width])
-            merged["finished_attention"] = (old, candidates[ATTENTION])
+                old = tf.zeros_like(candidates["rows"][:, :self.beam_width])
+            merged["finished_rows"] = (old, candidates["rows"])
         merged = {key: tf.concat(pair, axis=1) for key, pair in merged.items()}
         _, positions = tf.math.top_k(merged["finished_scores"], k=self.beam_width)
         return {key: tf.gather(value, positions, batch_dims=1)
@@ -217,8 +283,8 @@ class _Search:
         the finished set, and their lengths would be wrong.
         """
         candidates = {"ids": loop["alive_ids"]}
-        if "alive_attention" in loop:
-            candidates[ATTENTION] = loop["alive_attention"]
+        if "alive_parents" in loop:
+            candidates["rows"] = loop["alive_parents"]
         log_probs = tf.where(reached_max_length, loop["alive_log_probs"], NEG_INF)
         lengths = tf.fill(tf.shape(log_probs), self.max_length)
         return self.merge_finished(loop, candidates, log_probs, lengths)
@@ -295,6 +361,7 @@ def beam_search(step_fn, initial_state, start_ids, end_id, beam_width, max_lengt
         "scores": finished["finished_scores"][:, :n],
         "log_probs": finished["finished_log_probs"][:, :n],
     }
-    if "finished_attention" in finished:
-        outputs[ATTENTION] = finished["finished_attention"][:, :n]
+    if "finished_rows" in finished:
+        outputs[ATTENTION] = search.backtrack_attention(loop, finished["finished_rows"][:, :n],
+                                                        outputs["lengths"])
     return set_batch_size(outputs, start_ids.shape[0])

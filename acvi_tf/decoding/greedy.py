@@ -93,6 +93,8 @@ def relaxed_shapes(structure):
     keeps every other static dimension.
     """
     def relax(tensor):
+        if isinstance(tensor, tf.TensorArray):  # its element shape is its own invariant
+            return tf.TensorShape(None)
         shape = tensor.shape
         if shape.rank is None or shape.rank == 0:
             return shape

@@ -380,7 +380,8 @@ def test_early_stop_keeps_the_exact_result():
 
 # 4. Attention is recorded and reordered with the beams.
 
-@pytest.mark.parametrize("beam_width,max_length", [(3, 5), (64, 4)])
+# Beam 2 takes each row's best 4 of the 5 tokens first (two-stage top-k); 3 and 64 do not.
+@pytest.mark.parametrize("beam_width,max_length", [(2, 6), (3, 5), (64, 4)])
 def test_attention_follows_the_beams(beam_width, max_length):
     model = ToyModel.random(seed=6, batch=2, max_length=max_length)
     out = run_beam(model, beam_width, max_length, normalization="average")
@@ -477,3 +478,29 @@ def test_bad_arguments_are_rejected():
         beam_search(*args, 2, 3, length_normalization="length")
     with pytest.raises(ValueError):
         greedy_search(*args, tf.constant(3))
+
+
+@pytest.mark.parametrize("beam_width,vocab", [(1, 7), (3, 50), (4, 9)])
+def test_two_stage_top_k_equals_one_top_k_over_all_extensions_ties_included(beam_width,
+                                                                            vocab):
+    """The search's candidates (each row's best 2K, then the best 2K of those) are the
+    ones of a single top_k over [B, K * V], ties broken the same way (lower parent, then
+    lower token): scores on a coarse grid make ties common; -inf entries included."""
+    from acvi_tf.decoding.beam import _Search
+    rng = np.random.default_rng(beam_width * 100 + vocab)
+    batch = 6
+    search = _Search(None, END, beam_width, 5, 0, "none", ALPHA)
+    for _ in range(20):
+        log_probs = rng.integers(-4, 1, (batch * beam_width, vocab)).astype(np.float32)
+        log_probs[rng.random(log_probs.shape) < 0.2] = -np.inf
+        alive = rng.integers(-3, 1, (batch, beam_width)).astype(np.float32)
+        alive[:, 1:][rng.random((batch, beam_width - 1)) < 0.3] = -np.inf
+        scores, parents, tokens = search.top_candidates(tf.constant(alive),
+                                                        tf.constant(log_probs))
+        totals = (alive[:, :, None] + log_probs.reshape(batch, beam_width, vocab)
+                  ).reshape(batch, -1)
+        want_scores, flat = tf.math.top_k(totals, k=2 * beam_width)
+        np.testing.assert_array_equal(scores.numpy(), want_scores.numpy())
+        finite = np.isfinite(want_scores.numpy())  # -inf slots may name any candidate
+        np.testing.assert_array_equal(parents.numpy()[finite], (flat.numpy() // vocab)[finite])
+        np.testing.assert_array_equal(tokens.numpy()[finite], (flat.numpy() % vocab)[finite])
