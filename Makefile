@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install test demo bench bench-quick bench-peers bench-peers-train lint table4 table4-cpu table4-cpu-2500 table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
+.PHONY: help install test demo readme bench bench-quick bench-peers bench-peers-train lint table4 table4-cpu table4-cpu-2500 table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
 
 help:  ## this list
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -13,6 +13,9 @@ install:  ## pip install the package with pinned dependencies (+ test tools), th
 
 test:  ## the whole test suite (tiny sizes, CPU; about 5.5 minutes on 2 idle cores: 5:30 at 864 tests)
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal tests
+
+readme:  ## rewrite README.md's generated result lines from results/*.json (after re-rendering a table; make test checks them)
+	$(PYTHON) -m experiments.readme_results
 
 lint:  ## byte-compile everything and run ruff if it is installed
 	$(PYTHON) -m compileall -q acvi_tf experiments benchmarks tests

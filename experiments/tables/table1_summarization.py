@@ -4,7 +4,7 @@ and the lead-3 baseline."""
 from experiments.tables import significance
 from experiments.tables.render import (SYSTEM_NAMES, Footnotes, markdown_table, not_run,
                                        first_per_seed, profile_label, sampled_diversity_cell,
-                                       seeds_cell)
+                                       seed_of, seeds_cell)
 from experiments.tables.spec import Table
 
 # Table 1 (ROUGE-1, -2, -L F1; METEOR exact, full), the rows we can produce, keyed
@@ -219,6 +219,52 @@ def table1(results, title="Table 1: abstractive summarization on CNN/DailyMail",
     return "\n".join(text)
 
 
+def row_key(key):
+    """The JSON key of a Table 1 row: the system, then ``softmax_<vocab>k`` for the plain
+    seq2seq rows and ``coverage`` for a coverage run's final scores (``soft``,
+    ``soft_coverage``, ``soft_softmax_20k``, ``transformer_softmax``, ``lead-3``)."""
+    system, head, coverage, vocab = key
+    parts = [system]
+    if head == "softmax":
+        parts.append("softmax" + (f"_{vocab // 1000}k" if vocab else ""))
+    if coverage:
+        parts.append("coverage")
+    return "_".join(parts)
+
+
+def table1_data(results, paper_rows=PAPER_TABLE1):
+    """The table's numbers for scripts (``<out>.json``), one entry per row our runs give
+    (:func:`row_key`), per profile when several (``"<key>@<profile>"`` beyond the first):
+    the row's name, every seed's ROUGE-1/2/L F1 and commit and, for a pointer-generator +
+    coverage row, ROUGE-1 against soft attention's counting seeds (difference of the means,
+    two-level bootstrap 95% interval, Welch's p; :func:`significance.rouge1_seeds_vs`)."""
+    rows_ours = _summary_rows(results)
+    profiles = sorted({r["profile"] for _, _, r in rows_ours if r["system"] != "lead-3"})
+    out = {}
+    for i, p in enumerate(profiles):
+        for key, name, _ in paper_rows:
+            hits = first_per_seed([(s, r) for k, s, r in rows_ours if _match(k, key)
+                                   and (r["profile"] == p or r["system"] == "lead-3")],
+                                  run=lambda hit: hit[1])
+            if not hits:
+                continue
+            entry = {"name": name, "profile": p, "seeds": [seed_of(r) for _, r in hits],
+                     **{k: [s["rouge"][k] for s, _ in hits] for k in SUMMARY_SCORES},
+                     "commit": [(r.get("provenance") or {}).get("commit") for _, r in hits],
+                     "diff_to_soft": None, "ci95": None, "welch_p": None}
+            system, head, coverage, _ = key
+            if head == "pointer" and coverage and system != "soft":
+                soft = first_per_seed([r for k, s, r in rows_ours
+                                       if _match(k, ("soft", "pointer", True, None))
+                                       and s is r and r["profile"] == p])
+                res = significance.rouge1_seeds_vs(soft, [r for s, r in hits if s is r])
+                if res and "skipped" not in res:
+                    entry.update(diff_to_soft=res["difference"], ci95=res["ci95"],
+                                 welch_p=res["welch_p"])
+            out[row_key(key) if i == 0 else f"{row_key(key)}@{p}"] = entry
+    return out
+
+
 # The baselines' runs (experiments/configs/table1_<name>.flags, table1_cpu_<name>.flags).
 TABLE1_BASELINES = ("pg_structured", "pg_variational", "pg_ved", "transformer")
 TABLE1_RUNS = [("lead3", None, ["--mode=lead3", "--profile=paper"])] + [
@@ -263,7 +309,8 @@ TABLES = {
                                               "on CNN/DailyMail", TABLE1_CPU_ROWS,
                                           TABLE2_CPU_SYSTEMS), "summarize",
                         archive="results/table1_cpu/runs",
-                        archives=("results/acvi_study/runs",), curves=CURVES),
+                        archives=("results/acvi_study/runs",), curves=CURVES,
+                        data=lambda rs: table1_data(rs, TABLE1_CPU_ROWS)),
     "lead3": Table(LEAD3_RUNS, lambda rs: table1(rs, "The lead-3 baseline on the local "
                                                      "CNN/DailyMail test chunks"), "summarize"),
 }

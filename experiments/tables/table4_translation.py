@@ -267,6 +267,7 @@ def table4_cpu_data(results):
             if not runs:
                 continue
             entry = {
+                "name": SYSTEM_NAMES.get(system, system),
                 "profile": p,
                 "seeds": [seed_of(r) for r in runs],
                 "test_bleu": [r["bleu"].get("test") for r in runs],

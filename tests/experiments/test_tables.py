@@ -485,3 +485,27 @@ def test_table2_covers_the_rows_without_a_pointer_too():
     assert _row(table2, "Transformer (ICLR version)")[1:6] == ["12.50", "0.00", "–", "–", "–"]
     assert _row(table2, "Baseline (soft attention)")[1] == "0.70"
     assert "seq2seq with SA (20K" not in table2
+
+
+def test_table1_cpu_json_has_every_seed_of_each_row_keyed_by_row():
+    """results/table1_cpu.json (what the README's figures come from): per row every seed's
+    ROUGE, keyed by system / head / coverage; a coverage run's scores before coverage are
+    their own row; seeds found twice count once."""
+    def run(system, seed, r1, where="a", head="pointer"):
+        argv = ["summarize.py", f"--model_dir={where}/{system}{seed}"] + (
+            [f"--seed={seed}"] if seed else [])
+        extra = {} if head != "pointer" else {"no_coverage": dict(
+            rouge=dict(zip(tables.SUMMARY_SCORES, (r1 - 5, 8.0, 22.0))), steps=1800)}
+        return _summary(system, "soft", head=head, rouge=(r1, 10.0, 27.0), argv=argv,
+                        command=" ".join(argv), provenance={"commit": f"c{seed}"}, **extra)
+    results = [run("soft", 0, 28.0), run("soft", 1, 30.0), run("soft", 1, 99.0, where="b"),
+               run("acvi", 0, 31.0), run("seq2seq-soft", 0, 4.0, head="softmax")]
+    data = tables.SPECS["table1-cpu"].data(results)
+    assert data["soft_coverage"]["rouge_1"] == [28.0, 30.0]
+    assert data["soft"]["rouge_1"] == [23.0, 25.0]  # before coverage
+    assert data["soft_coverage"]["seeds"] == [0, 1]
+    assert data["soft_coverage"]["commit"] == ["c0", "c1"]
+    assert data["acvi_coverage"]["name"] == "pointer-generator + ACVI + coverage"
+    assert data["soft_softmax_20k"]["rouge_1"] == [4.0]
+    # no archived per-summary scores here: no comparison is made up
+    assert data["acvi_coverage"]["diff_to_soft"] is None

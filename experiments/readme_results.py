@@ -1,0 +1,167 @@
+"""The README's result figures, generated from the tables' JSON (issue 33, item 6).
+
+The README quotes no result by hand. Each figure it shows sits in a block
+
+    <!-- BEGIN generated: table4-cpu -->
+    ...
+    <!-- END generated: table4-cpu -->
+
+whose lines this module writes from ``results/<table>.json`` (written beside each table's
+markdown by ``python -m experiments.tables``). After re-rendering a table:
+
+    python -m experiments.readme_results           # rewrite the blocks in README.md
+    python -m experiments.readme_results --check   # exit 1, naming the stale blocks
+
+The test suite runs the check, so a table re-rendered without this step fails it.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+
+# Only the standard library: the check runs in the test suite and needs no TensorFlow.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(REPO_ROOT, "README.md")
+BEGIN = re.compile(r"^<!-- BEGIN generated: ([\w.-]+) -->$")
+END = "<!-- END generated: {} -->"
+
+
+def _mean_std(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.2f} (1 seed)"
+    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f} ({len(values)} seeds)"
+
+
+def _versus(entry):
+    if entry.get("diff_to_soft") is None:
+        return "–"
+    low, high = entry["ci95"]
+    p = entry.get("welch_p")
+    welch = "–" if p is None else (f"{p:.2f}" if p >= 0.01 else f"{p:.1e}")
+    return f"{entry['diff_to_soft']:+.2f} [{low:+.2f}, {high:+.2f}], Welch p = {welch}"
+
+
+def _commits(entry):
+    return ", ".join(sorted({c[:7] for c in entry.get("commit", []) if c})) or "–"
+
+
+def _baseline_first(data, baseline):
+    """The (key, entry) pairs of a table's JSON, the baseline's row first."""
+    return sorted(data.items(), key=lambda item: item[0] != baseline)
+
+
+def _load(name):
+    path = os.path.join(REPO_ROOT, "results", f"{name}.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f), f"results/{name}.json"
+    except FileNotFoundError:
+        raise SystemExit(f"{path}: missing; render the table first "
+                         f"(python -m experiments.tables {name.replace('_', '-')} ...)")
+
+
+def table4_cpu():
+    data, source = _load("table4_cpu")
+    lines = ["| row (Multi30k En→De, CPU scale converged) | test2016 BLEU | val BLEU | "
+             "vs soft attention: Δ [95% interval], Welch p | commit |", "|:--|--:|--:|:--|:--|"]
+    for key, entry in _baseline_first(data, "soft"):
+        lines.append(f"| {entry.get('name', key)} | "
+                     f"{_mean_std(entry['test_bleu'])} | {_mean_std(entry['val_bleu'])} | "
+                     f"{_versus(entry)} | {_commits(entry)} |")
+    return lines + ["", f"Generated from [{source}]({source}) "
+                        f"([table4_cpu.md](results/table4_cpu.md): every run's command)."]
+
+
+def table1_cpu():
+    data, source = _load("table1_cpu")
+    lines = ["| row (CNN/DM, first 500 test articles, CPU scale, 2,000 steps) | ROUGE-1 | ROUGE-2 | "
+             "ROUGE-L | vs pointer-generator + coverage (SA), ROUGE-1: Δ [95% interval], "
+             "Welch p |", "|:--|--:|--:|--:|:--|"]
+    # The final models only: a coverage run's scores before coverage are a stage of it.
+    final = {k: v for k, v in data.items()
+             if k.endswith("_coverage") or "softmax" in k or k == "lead-3"}
+    for _, entry in _baseline_first(final, "soft_coverage"):
+        lines.append(f"| {entry['name']} | {_mean_std(entry['rouge_1'])} | "
+                     f"{_mean_std(entry['rouge_2'])} | {_mean_std(entry['rouge_l'])} | "
+                     f"{_versus(entry)} |")
+    return lines + ["", f"Generated from [{source}]({source}) "
+                        f"([table1_cpu.md](results/table1_cpu.md): every run's command)."]
+
+
+BLOCKS = {"table4-cpu": table4_cpu, "table1-cpu": table1_cpu}
+
+
+def render(text, blocks=None, where=README):
+    """``text`` with every generated block's lines replaced by ``blocks[name]()``; an
+    unknown block name or a BEGIN without its END is an error naming the line."""
+    blocks = BLOCKS if blocks is None else blocks
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        out.append(lines[i])
+        match = BEGIN.match(lines[i])
+        i += 1
+        if not match:
+            continue
+        name = match.group(1)
+        if name not in blocks:
+            raise ValueError(f"{where}:{i}: unknown generated block {name!r} "
+                             f"(known: {', '.join(sorted(blocks))})")
+        end = next((j for j in range(i, len(lines)) if lines[j] == END.format(name)), None)
+        if end is None:
+            raise ValueError(f"{where}:{i}: {lines[i - 1]} has no {END.format(name)}")
+        out += blocks[name]() + [lines[end]]
+        i = end + 1
+    return "\n".join(out)
+
+
+def stale_blocks(text, blocks=None):
+    """The names of the blocks whose lines differ from what :func:`render` writes."""
+    new = render(text, blocks)
+    if new == text:
+        return []
+    names = [m.group(1) for m in map(BEGIN.match, text.split("\n")) if m]
+    return [n for n in names
+            if render(text, {k: (v if k == n else _keep(text, k))
+                             for k, v in (blocks or BLOCKS).items()}) != text]
+
+
+def _keep(text, name):
+    """A block function that writes back the block's current lines."""
+    lines = text.split("\n")
+    start = next(i for i, line in enumerate(lines) if line == f"<!-- BEGIN generated: {name} -->")
+    end = lines.index(END.format(name), start)
+    return lambda: lines[start + 1:end]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m experiments.readme_results",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if a block is out of date")
+    parser.add_argument("--readme", default=README)
+    args = parser.parse_args(argv)
+    with open(args.readme, encoding="utf-8") as f:
+        text = f.read()
+    if args.check:
+        stale = stale_blocks(text)
+        if stale:
+            print(f"{args.readme}: generated blocks out of date: {', '.join(stale)}; run "
+                  f"python -m experiments.readme_results", file=sys.stderr)
+            return 1
+        print(f"{args.readme}: generated blocks up to date")
+        return 0
+    new = render(text, where=args.readme)
+    with open(args.readme, "w", encoding="utf-8") as f:
+        f.write(new)
+    print(f"{args.readme}: {'updated' if new != text else 'already up to date'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""The README's result figures are generated from the tables' JSON (issue 33, item 6):
+the repository's README is in sync with results/*.json, and the block rewriting keeps
+everything outside its markers."""
+
+import json
+import os
+
+import pytest
+
+from experiments import readme_results
+
+
+def test_the_readme_figures_match_the_tables_json():
+    """Fails when a table is re-rendered and `python -m experiments.readme_results` was
+    not run (or when someone edits a generated line by hand)."""
+    with open(readme_results.README, encoding="utf-8") as f:
+        text = f.read()
+    assert "<!-- BEGIN generated: table4-cpu -->" in text
+    assert readme_results.stale_blocks(text) == [], (
+        "README.md is out of date: run python -m experiments.readme_results")
+
+
+def test_blocks_are_rewritten_and_the_rest_is_kept():
+    blocks = {"a": lambda: ["new a"], "b": lambda: ["new b1", "new b2"]}
+    text = ("intro\n<!-- BEGIN generated: a -->\nold a\n<!-- END generated: a -->\nmiddle\n"
+            "<!-- BEGIN generated: b -->\n<!-- END generated: b -->\nend")
+    out = readme_results.render(text, blocks)
+    assert out == ("intro\n<!-- BEGIN generated: a -->\nnew a\n<!-- END generated: a -->\n"
+                   "middle\n<!-- BEGIN generated: b -->\nnew b1\nnew b2\n"
+                   "<!-- END generated: b -->\nend")
+    assert readme_results.render(out, blocks) == out
+    assert readme_results.stale_blocks(text, blocks) == ["a", "b"]
+    assert readme_results.stale_blocks(out.replace("new b2", "typed by hand"), blocks) == ["b"]
+
+
+def test_a_broken_block_is_an_error_naming_the_line():
+    with pytest.raises(ValueError, match=r"README.md:2: .* has no <!-- END generated: a -->"):
+        readme_results.render("x\n<!-- BEGIN generated: a -->\nstuff", {"a": lambda: []})
+    with pytest.raises(ValueError, match=r"README.md:1: unknown generated block 'zz'"):
+        readme_results.render("<!-- BEGIN generated: zz -->\n<!-- END generated: zz -->",
+                              {"a": lambda: []})
+
+
+def test_the_table4_lines_carry_every_number_from_the_json(tmp_path, monkeypatch):
+    data = {"soft": {"name": "Baseline (soft attention)", "test_bleu": [36.0, 37.0],
+                     "val_bleu": [35.0, 36.0], "commit": ["abcdef123", "abcdef123"],
+                     "diff_to_soft": None, "ci95": None, "welch_p": None},
+            "acvi": {"name": "ACVI", "test_bleu": [38.0, 38.0, 39.0], "val_bleu": [37.0] * 3,
+                     "commit": ["1234567aa"] * 3, "diff_to_soft": 1.83,
+                     "ci95": [0.5, 3.1], "welch_p": 0.04}}
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "table4_cpu.json").write_text(json.dumps(data))
+    monkeypatch.setattr(readme_results, "REPO_ROOT", str(tmp_path))
+    lines = readme_results.table4_cpu()
+    assert lines[2] == ("| Baseline (soft attention) | 36.50 ± 0.71 (2 seeds) | "
+                        "35.50 ± 0.71 (2 seeds) | – | abcdef1 |")
+    assert lines[3] == ("| ACVI | 38.33 ± 0.58 (3 seeds) | 37.00 ± 0.00 (3 seeds) | "
+                        "+1.83 [+0.50, +3.10], Welch p = 0.04 | 1234567 |")
+    os.remove(tmp_path / "results" / "table4_cpu.json")
+    with pytest.raises(SystemExit, match="table4_cpu.json: missing"):
+        readme_results.table4_cpu()
