@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install test demo bench bench-quick bench-peers bench-peers-train lint table4 table4-cpu table4-cpu-2500 table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
+.PHONY: help install install-gpu check-gpu-install test demo bench bench-quick bench-peers bench-peers-train lint table4 table4-cpu table4-cpu-2500 table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
 
 help:  ## this list
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -10,6 +10,13 @@ help:  ## this list
 install:  ## pip install the package with pinned dependencies (+ test tools), then the set-up check
 	$(PYTHON) -m pip install -q -e ".[test]"
 	$(PYTHON) -m acvi_tf.setup_check
+
+install-gpu:  ## the same with TensorFlow's CUDA and cuDNN wheels (pip install -e ".[gpu]"), for an NVIDIA GPU
+	$(PYTHON) -m pip install -q -e ".[test,gpu]"
+	$(PYTHON) -m acvi_tf.setup_check
+
+check-gpu-install:  ## check that pip resolves the GPU install (pip install --dry-run -e ".[gpu]"; asks the registry, ~1 min)
+	ACVI_TEST_NETWORK=1 $(PYTHON) -m pytest -q -rs tests/test_setup.py
 
 test:  ## the whole test suite (tiny sizes, CPU; about 5.5 minutes on 2 idle cores: 5:30 at 864 tests)
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal tests
