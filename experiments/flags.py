@@ -33,7 +33,7 @@ from acvi_tf.registry import constructor_options
 from acvi_tf.run.directory import load_run_config, locked_run_dir, run_segment, save_run_config
 from acvi_tf.run.results import update_results
 from acvi_tf.tasks.base import DecodeConfig, RunInfo
-from acvi_tf.utils import gpus, manifest
+from acvi_tf.utils import manifest
 from acvi_tf.utils.precision import PRECISIONS
 from acvi_tf.utils.provenance import command_line
 from acvi_tf.training.schedules import KL_ANNEALING
@@ -640,6 +640,7 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
 def check_device(flag_values=FLAGS):
     """Refuses, in one line, to train a GPU-sized profile where TensorFlow sees no GPU,
     unless --allow_cpu (:func:`acvi_tf.utils.gpus.cpu_only_problem`)."""
+    from acvi_tf.utils import gpus  # only training asks TensorFlow for its devices
     problem = gpus.cpu_only_problem(flag_values.profile, flag_values.allow_cpu)
     if problem:
         raise SystemExit(f"error: {problem}")
