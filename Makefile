@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install test demo readme bench bench-quick bench-peers bench-peers-train lint table4 table4-cpu table4-cpu-2500 table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
+.PHONY: help install install-gpu check-gpu-install test demo readme bench bench-quick bench-peers bench-peers-train lint table4 table4-cpu table4-cpu-2500 table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
 
 help:  ## this list
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -10,6 +10,13 @@ help:  ## this list
 install:  ## pip install the package with pinned dependencies (+ test tools), then the set-up check
 	$(PYTHON) -m pip install -q -e ".[test]"
 	$(PYTHON) -m acvi_tf.setup_check
+
+install-gpu:  ## the same with TensorFlow's CUDA and cuDNN wheels (pip install -e ".[gpu]"), for an NVIDIA GPU
+	$(PYTHON) -m pip install -q -e ".[test,gpu]"
+	$(PYTHON) -m acvi_tf.setup_check
+
+check-gpu-install:  ## check that pip resolves the GPU install (pip install --dry-run -e ".[gpu]"; asks the registry, ~1 min)
+	ACVI_TEST_NETWORK=1 $(PYTHON) -m pytest -q -rs tests/test_setup.py
 
 test:  ## the whole test suite (tiny sizes, CPU; about 5.5 minutes on 2 idle cores: 5:30 at 864 tests)
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal tests
@@ -50,9 +57,13 @@ demo:  ## a short Multi30k En->De run of soft and acvi (+ copy baseline), the tw
 # SEEDS=0,1,2 runs each once per seed; PARALLEL=2 runs two at a time, one thread each (on 2
 # cores faster than one after the other; output in <runs_root>/logs). Finished runs are
 # archived under results/<table>/runs/, and the table renders from both.
+# SHARD=I/N runs only the I-th of N disjoint slices of the chosen runs (one per machine
+# sharing the runs directory; README "Paper scale"); empty: every run.
 SEEDS ?= 0
 PARALLEL ?= 1
-TABLE_ARGS = --seeds $(SEEDS) --parallel $(PARALLEL)
+SHARD ?=
+SHARD_ARGS = $(if $(SHARD),--shard $(SHARD))
+TABLE_ARGS = --seeds $(SEEDS) --parallel $(PARALLEL) $(SHARD_ARGS)
 table4-cpu: ONLY ?= multi30k_copy,multi30k_soft,multi30k_acvi,multi30k_acvi_paper_elbo
 table4-cpu:  ## Table 4 at CPU scale, converged: Multi30k En->De soft vs acvi, 8,000 steps, best val (~65 min each on one core; ONLY=all adds the baselines) -> results/table4_cpu.md
 	$(PYTHON) -m experiments.tables run table4-cpu --only $(ONLY) --runs_root runs/table4_cpu --out results/table4_cpu.md $(TABLE_ARGS)
@@ -62,7 +73,7 @@ table4-cpu-2500:  ## the superseded 2,500-step Table 4 at CPU scale (--profile=c
 	$(PYTHON) -m experiments.tables run table4-cpu-2500 --only $(ONLY) --runs_root runs/table4_cpu_2500 --out results/table4_cpu_2500.md $(TABLE_ARGS)
 
 table4:  ## Table 4, paper profile, every row and direction (needs the full IWSLT/WMT data and a GPU)
-	$(PYTHON) -m experiments.tables run table4 --runs_root runs/table4 --out results/table4.md
+	$(PYTHON) -m experiments.tables run table4 --runs_root runs/table4 --out results/table4.md $(SHARD_ARGS)
 
 table4-dry-run:  ## check Table 4's data and print the commands it would run
 	$(PYTHON) -m experiments.tables run table4 --runs_root runs/table4 --out results/table4.md --dry_run
@@ -75,7 +86,7 @@ table3-cpu:  ## Table 3 at CPU scale, soft vs acvi (ONLY=all adds the baselines;
 	$(PYTHON) -m experiments.tables run table3-cpu --only $(ONLY) --runs_root runs/table3_cpu --out results/table3_cpu.md $(TABLE_ARGS)
 
 table3:  ## Table 3, paper profile, SA/structured/variational/VED/gaussian/ACVI (needs real GoogLeNet features and a GPU)
-	$(PYTHON) -m experiments.tables run table3 --runs_root runs/table3 --out results/table3.md
+	$(PYTHON) -m experiments.tables run table3 --runs_root runs/table3 --out results/table3.md $(SHARD_ARGS)
 
 lead3:  ## lead-3 baseline on all local CNN/DM test chunks, ROUGE + METEOR (minutes) -> results/lead3.md
 	$(PYTHON) -m experiments.tables run lead3 --runs_root runs/lead3 --out results/lead3.md
@@ -85,7 +96,7 @@ table1-cpu:  ## Table 1/2 at CPU scale: pointer-generator soft vs acvi (ours and
 	$(PYTHON) -m experiments.tables run table1-cpu --only $(ONLY) --runs_root runs/table1_cpu --out results/table1_cpu.md $(TABLE_ARGS)
 
 table1:  ## Table 1/2, paper profile (needs all 287,227 CNN/DM training pairs and a GPU; else says what to get)
-	$(PYTHON) -m experiments.tables run table1 --runs_root runs/table1 --out results/table1.md
+	$(PYTHON) -m experiments.tables run table1 --runs_root runs/table1 --out results/table1.md $(SHARD_ARGS)
 
 TABLE5_MODELS ?= runs/table1_cpu
 table5: ONLY ?= pg_soft,pg_acvi

@@ -33,5 +33,10 @@ setup(
         # results plots (PNG under results/)
         "matplotlib==3.11.2",
     ],
-    extras_require={"test": ["pytest==9.0.3", "pytest-xdist==3.8.0"]},
+    extras_require={
+        "test": ["pytest==9.0.3", "pytest-xdist==3.8.0"],
+        # An NVIDIA GPU: TensorFlow with its CUDA and cuDNN wheels (pip install -e ".[gpu]"),
+        # at the same version as the pin above.
+        "gpu": ["tensorflow[and-cuda]==2.21.0"],
+    },
 )

@@ -3,7 +3,9 @@
 Run by ``make install`` (after pip) and on its own: ``python -m acvi_tf.setup_check``.
 It never fails the install: it prints what works, what is missing, the command that
 fixes it, and which tests and table columns are skipped until then. ``--strict``
-exits 1 when anything is missing (CI uses the plain form).
+exits 1 when anything is missing (CI uses the plain form). It also lists the GPUs
+TensorFlow sees (none is no failure: the cpu and smoke profiles need none; the paper
+profile refuses to train without one, :mod:`acvi_tf.utils.gpus`).
 """
 
 import argparse
@@ -33,10 +35,25 @@ def checks():
     return out
 
 
+def gpu_lines(found=None):
+    """The report's lines on the GPUs TensorFlow sees (``found``: tests pass the list)."""
+    from acvi_tf.utils import gpus
+    try:
+        found = gpus.visible_gpus() if found is None else found
+    except Exception as e:  # noqa: BLE001  (a broken CUDA install must not hide the rest)
+        return [f"  warning  GPUs: TensorFlow could not list them: {str(e).splitlines()[0]}"]
+    if not found:
+        return ["  info     GPUs TensorFlow sees: none (the cpu and smoke profiles need none; "
+                f"--profile=paper does: {gpus.GPU_INSTALL} on a machine with an NVIDIA GPU)"]
+    return [f"  ok       GPUs TensorFlow sees: {len(found)}"] + [f"           {g}" for g in found]
+
+
 def report(stream=None):
     stream = stream or sys.stdout
     missing = 0
     print("set-up check (python -m acvi_tf.setup_check):", file=stream)
+    for line in gpu_lines():
+        print(line, file=stream)
     for name, problem, fix, skipped in checks():
         if problem is None:
             print(f"  ok       {name}", file=stream)

@@ -131,6 +131,9 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
     flags.DEFINE_bool("allow_partial_data", False,
                       "Train even when a dataset file is a partial copy (the results then "
                       "say so); the paper profile refuses by default.", flag_values=fv)
+    flags.DEFINE_bool("allow_cpu", False, "Train --profile=paper although TensorFlow sees no "
+                      "GPU (refused by default: weeks on a CPU; pip install -e \".[gpu]\").",
+                      flag_values=fv)
     # -- model ----------------------------------------------------------------------
     flags.DEFINE_string("system", "", "The table row this run fills (results.json's "
                         "`system`), e.g. acvi_paper_elbo for ACVI with the paper's ELBO; "
@@ -629,7 +632,18 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
     if saved is None and mode in ("eval",) + READ_ONLY_MODES:
         raise FlagError("model_dir", f"{model_dir} holds no trained model (run_config.json "
                         f"is missing); train first")
+    if mode in ("train", "train_eval") and not fv.dry_run:
+        check_device(fv)
     return saved
+
+
+def check_device(flag_values=FLAGS):
+    """Refuses, in one line, to train a GPU-sized profile where TensorFlow sees no GPU,
+    unless --allow_cpu (:func:`acvi_tf.utils.gpus.cpu_only_problem`)."""
+    from acvi_tf.utils import gpus  # only training asks TensorFlow for its devices
+    problem = gpus.cpu_only_problem(flag_values.profile, flag_values.allow_cpu)
+    if problem:
+        raise SystemExit(f"error: {problem}")
 
 
 TRACEBACK_ENV = "ACVI_TRACEBACK"  # =1: a failure's full traceback above its one line

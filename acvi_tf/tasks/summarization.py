@@ -31,7 +31,7 @@ from acvi_tf.tasks.base import (Evaluator, Task, best_hypothesis_decoder,
                                 sampled_decodes, system_name, write_attention_plots)
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
-from acvi_tf.training.schedules import ModeSchedule, PhaseSchedule
+from acvi_tf.training.schedules import ModeSchedule, PhaseSchedule, milestones
 from acvi_tf.training.trainer import Trainer
 from acvi_tf.utils.files import write_lines
 from acvi_tf.utils.progress import Stopwatch, log
@@ -452,6 +452,12 @@ class SummarizationTask(Task):
                  f"{c.batch_size} = {steps * c.batch_size / len(store):.2f} epochs; phases "
                  f"(end step, enc, dec): {list(phases.phases)}, then {phases.coverage_steps} "
                  f"with coverage")
+        # The order of the schedule's changes, the Gumbel tail's against the coverage
+        # phase's (schedules.ModeSchedule says why the tail contains coverage).
+        gumbel = train_config.gumbel_fraction if model_config.attention == "acvi" else 0
+        self.log("train schedule: " + "; ".join(
+            f"{step:,}: {what}" for step, what in milestones(ModeSchedule(steps, gumbel),
+                                                             phases)))
         check_model_config(model_dir, model_config)
         if before_training:
             before_training()

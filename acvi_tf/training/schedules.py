@@ -126,6 +126,16 @@ class ModeSchedule:
 
     ``gumbel_fraction``: ACVI switches to Gumbel-Softmax mixing (Eq. 23) for the
     last fraction of ``total_steps`` (0.1 in the ICLR version); 0 disables it.
+
+    In summarization ``total_steps`` counts the coverage steps too, so at paper scale
+    the Gumbel tail is the last 25,300 of 253,000 steps: it starts at 227,700, inside
+    Table 5's phase 5 (223K-250K), and the 3K coverage steps from 250,000 run with
+    Gumbel mixing on. That is the paper's order: the ICLR version (Sec. 3) uses
+    Gumbel-Softmax "for the last 10% of the model training iterations", and Appendix A
+    counts the coverage steps as "a final 3K iterations of model training", so the last
+    10% ends with coverage and cannot come before it. (The other reading, 10% of the
+    250K phase steps, 225,000-250,000, would switch Gumbel off again for coverage,
+    which is not "the last" iterations.) :func:`milestones` lists the order.
     """
 
     def __init__(self, total_steps, gumbel_fraction=0.1, extra=None):
@@ -222,3 +232,25 @@ class PhaseSchedule:
         if len(phases) > 1 and phases[-2][0] >= body:
             raise ValueError(f"train_steps={train_steps} is too few for five phases")
         return cls(phases, coverage_steps)
+
+
+def milestones(mode_schedule, phases=None):
+    """``[(step, what)]``, sorted by step: where the training of a run changes, from the
+    ``ModeSchedule`` (the Gumbel-Softmax tail) and the summarization ``PhaseSchedule``
+    ``phases`` (each phase's lengths, then coverage). The summarization task logs it, so
+    a run says in which order its Gumbel tail and its coverage phase come."""
+    out = []
+    if phases is not None:
+        start = 0
+        for i, (end, enc, dec) in enumerate(phases.phases):
+            out.append((start, f"phase {i + 1}: max {enc} encoder / {dec} decoder steps"))
+            start = end
+        if phases.coverage_steps:
+            out.append((start, f"coverage on (the last {phases.coverage_steps:,} steps)"))
+    if mode_schedule.gumbel_fraction > 0:
+        out.append((mode_schedule.gumbel_start(),
+                    f"Gumbel-Softmax mixing (Eq. 23, the last "
+                    f"{mode_schedule.gumbel_fraction:.0%} of {mode_schedule.total_steps:,} "
+                    f"steps)"))
+    out.append((mode_schedule.total_steps, "end of training"))
+    return sorted(out, key=lambda m: m[0])

@@ -7,7 +7,12 @@ it. Finished runs are skipped, so a table resumes. Also the command line::
     python -m experiments.tables table4 --runs runs/table4 --out results/table4.md
     python -m experiments.tables run table4-cpu --runs_root runs/table4_cpu \
         --out results/table4_cpu.md [--only multi30k_soft,multi30k_acvi] [--seeds 0,1,2] \
-        [--parallel 2] [--dry_run]
+        [--parallel 2] [--shard 1/4] [--dry_run]
+
+``--shard I/N`` runs only the I-th of N disjoint slices of those runs
+(:mod:`experiments.tables.shard`): N machines given the same ``--runs_root`` (a shared
+filesystem) and the same ``--only`` / ``--seeds`` run the whole table between them,
+and each renders the table from every run finished there so far.
 
 ``--seeds`` runs each named run once per seed: seed 0 in ``<runs_root>/<name>``, seed k
 in ``<runs_root>/<name>_s<k>`` with ``--seed=k``.
@@ -25,7 +30,7 @@ import sys
 from acvi_tf.utils.files import save_json, write_report
 from experiments.archive import archive
 from experiments.jobs import Job, run_jobs, shell
-from experiments.tables import preflight
+from experiments.tables import preflight, shard as shard_lib
 from experiments.tables.registry import RENDER, SPECS, TABLES, TASK_OF
 from experiments.tables.curves import plot_rows, read_history
 from experiments.tables.render import RESULT_KEYS, SYSTEM_NAMES, find_results
@@ -85,20 +90,26 @@ def archive_runs(table, runs):
 
 
 def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seeds=(0,),
-              parallel=1):
+              parallel=1, shard=None):
     """Checks the data of every run, runs the missing ones (``parallel`` at a time, each
     job's output in ``<runs_root>/logs`` when more than one), archives every finished run
-    of the table under ``runs_root``, renders the table to ``out``. Returns 2, running
+    of the table under ``runs_root``, renders the table to ``out``. ``shard=(I, N)``:
+    only the I-th of N disjoint slices of the runs (:mod:`~experiments.tables.shard`);
+    the table still renders from every run under ``runs_root``. Returns 2, running
     nothing, when data (or features, or trained models) are missing; 1 when a run failed
     (the table is not written)."""
     stream = stream or sys.stdout
     task = TASK_OF[table]
     runs = plan(table, runs_root, only, seeds)
+    of = ""
+    if shard is not None:
+        of = f" (shard {shard[0]}/{shard[1]} of {len(runs)})"
+        runs = shard_lib.select(runs, *shard)
 
     def todo(run):
         return [] if preflight.done(task, run[2], run[3]) else [run[1]]
 
-    print(f"{table}: {len(runs)} runs under {runs_root}", file=stream)
+    print(f"{table}: {len(runs)} runs under {runs_root}{of}", file=stream)
     for run in runs:
         print(f"  [{'to run' if todo(run) else 'done'}] {shell(run[1])}", file=stream)
     if not preflight.CHECKS[task](table, runs, stream):
@@ -196,6 +207,10 @@ def main(argv=None):
                         "in <runs_root>/<name>_s<k> with --seed=k")
     p.add_argument("--parallel", type=int, default=1,
                    help="runs at once, one thread each, their output in <runs_root>/logs")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="run only the I-th (1..N) of N disjoint slices of the chosen runs, "
+                        "e.g. one per machine of a cluster sharing --runs_root; every "
+                        "machine needs the same --only and --seeds")
     args = parser.parse_args(argv)
     if args.command == "run":
         only = None
@@ -214,8 +229,14 @@ def main(argv=None):
             parser.error(f"--seeds: {args.seeds!r} is not a list of seeds like 0,1,2")
         if args.parallel < 1:
             parser.error(f"--parallel: {args.parallel} must be at least 1")
+        shard = None
+        if args.shard is not None:
+            try:
+                shard = shard_lib.parse(args.shard)
+            except ValueError as e:
+                parser.error(f"--shard: {e}")
         return run_table(args.table, args.runs_root, args.out, args.dry_run, only=only,
-                         seeds=seeds, parallel=args.parallel)
+                         seeds=seeds, parallel=args.parallel, shard=shard)
     results = find_results(args.runs, *RESULT_KEYS[TASK_OF[args.command]])
     if not results:
         parser.error(f"--runs: no results.json of a translation run under {args.runs}")

@@ -158,7 +158,7 @@ def test_flag_errors_name_the_flag(tmp_path, env):
     assert r.returncode != 0 and "--coverage_steps: 8 leaves no step" in r.stderr
     # The paper profile refuses the partial copy and says what to download.
     r = _cli(["--profile=paper", f"--model_dir={tmp_path / 'p'}", "--train_steps=10",
-              "--coverage_steps=2"], env)
+              "--coverage_steps=2", "--allow_cpu"], env)
     assert r.returncode != 0 and "pointer-generator" in r.stderr and "partial" in r.stderr
 
 

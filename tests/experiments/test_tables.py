@@ -509,3 +509,43 @@ def test_table1_cpu_json_has_every_seed_of_each_row_keyed_by_row():
     assert data["soft_softmax_20k"]["rouge_1"] == [4.0]
     # no archived per-summary scores here: no comparison is made up
     assert data["acvi_coverage"]["diff_to_soft"] is None
+
+
+@pytest.mark.parametrize("table", ["table4", "table1", "table3"])
+def test_paper_tables_run_acvi_ours_and_the_paper_elbo_each_from_its_own_flagfile(table):
+    """As at CPU scale: ``<row>_acvi.flags`` is ACVI (ours: KL weight 1e-4, no Gumbel tail),
+    ``<row>_acvi_paper_elbo.flags`` beside it the paper's ELBO taken literally (KL weight
+    1, the Gumbel-Softmax tail for the last 10%), its own row (--system)."""
+    runs = {name: (flagfile, extra) for name, flagfile, extra in tables.TABLES[table]}
+    ours = [n for n in runs if n.endswith("acvi")]
+    assert ours
+    for name in ours:
+        flagfile, extra = runs[name]
+        literal_file, literal_extra = runs[name + "_paper_elbo"]
+        assert literal_file == flagfile.replace("_acvi.flags", "_acvi_paper_elbo.flags")
+        mine, paper = _settings(flagfile, extra), _settings(literal_file, literal_extra)
+        assert mine.profile == paper.profile == "paper"
+        assert mine.attention == paper.attention == "acvi"
+        assert xflags.parse_attention_options(mine.attention_option, "acvi") == {
+            "kl_weight": 0.0001}
+        assert mine.gumbel_fraction == 0 and mine.system == ""
+        assert xflags.parse_attention_options(paper.attention_option, "acvi") == {}
+        assert paper.gumbel_fraction == 0.1 and paper.system == "acvi_paper_elbo"
+        # the two differ in nothing else the model or training reads
+        for key in ("encoder_units", "decoder_units", "train_steps", "batch_size", "score"):
+            assert getattr(mine, key) == getattr(paper, key), key
+
+
+def test_paper_table4_shows_the_paper_elbo_row_beside_acvi_quoting_the_papers_acvi():
+    results = [dict(_fake(system=s, profile="paper", bleu={"dev": d, "test": d + 1.0}),
+                    src="en", tgt="vi", dataset="iwslt15_en_vi")
+               for s, d in (("acvi", 24.0), ("acvi_paper_elbo", 20.0))]
+    text = tables.table4(results)
+    ours = _row(text, "En→Vi")  # the first En→Vi row is soft attention's
+    assert ours[1] == "Baseline (soft attention)"
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.split("\n")
+            if line.startswith("| En→Vi")]
+    acvi, elbo = (next(r for r in rows if r[1] == tables.SYSTEM_NAMES[s])
+                  for s in ("acvi", "acvi_paper_elbo"))
+    assert acvi[2:6] == ["24.00", "25.00", "24.08", "26.16"]
+    assert elbo[2:6] == ["20.00", "21.00", "24.08", "26.16"]

@@ -204,8 +204,10 @@ def test_copy_baseline_and_dry_run(tmp_path, env):
     assert "PARTIAL" in r.stdout and "multi30k/tok/train.lc.norm.tok.en" in r.stdout
     assert "To get it:" in r.stdout
 
-    # Training with the paper profile on partial data stops, naming the files.
-    r = _cli(["--profile=paper", f"--model_dir={tmp_path / 'p'}", "--train_steps=1"], env)
+    # Training with the paper profile on partial data stops, naming the files (--allow_cpu:
+    # past the refusal to train it without a GPU, tests/utils/test_gpus.py).
+    r = _cli(["--profile=paper", f"--model_dir={tmp_path / 'p'}", "--train_steps=1",
+              "--allow_cpu"], env)
     assert r.returncode != 0
     assert "partial" in r.stderr and "--allow_partial_data" in r.stderr
 

@@ -77,3 +77,43 @@ def test_make_optimizer_takes_the_cosine_schedule_for_adam_and_refuses_luong():
     assert float(opt.learning_rate) == 0.0  # the first step of the warm-up
     with pytest.raises(ValueError, match="--lr_decay=luong is the SGD step decay"):
         make_optimizer(TrainConfig(model_dir="", lr_decay="luong"))
+
+
+def test_paper_scale_gumbel_tail_contains_the_coverage_phase():
+    """At the paper's 253,000 summarization steps (Table 5 + 3K coverage) the last 10% is
+    the Gumbel tail: it starts at 227,700 in phase 5 (400 / 100 tokens, no coverage) and
+    runs through the whole coverage phase (250,000-252,999) to the end of training."""
+    phases = PhaseSchedule.fit(253_000, 3_000, 400, 100)  # what summarize --profile=paper runs
+    modes = ModeSchedule(phases.total_steps, 0.1, extra=phases.modes)
+    assert phases.total_steps == 253_000 and modes.gumbel_start() == 227_700
+    assert modes.modes(227_699) == {"acvi_mixing": "weighted", "coverage": False}
+    assert modes.modes(227_700) == {"acvi_mixing": "gumbel", "coverage": False}
+    assert phases.phase(227_700)["index"] == 4 and phases.phase(227_700)["max_enc_steps"] == 400
+    assert modes.modes(249_999) == {"acvi_mixing": "gumbel", "coverage": False}
+    assert modes.modes(250_000) == {"acvi_mixing": "gumbel", "coverage": True}
+    assert modes.modes(252_999) == {"acvi_mixing": "gumbel", "coverage": True}
+    # every step's modes: weighted then Gumbel, no coverage then coverage, each switching
+    # once, Gumbel first (the trainer retraces once per change)
+    changes = [s for s in range(1, 253_000) if modes.modes(s) != modes.modes(s - 1)]
+    assert changes == [227_700, 250_000]
+    assert [step for step, _ in schedules.milestones(modes, phases)] == [
+        0, 71_000, 116_000, 184_000, 223_000, 227_700, 250_000, 253_000]
+    assert "Gumbel" in schedules.milestones(modes, phases)[5][1]
+    assert "coverage" in schedules.milestones(modes, phases)[6][1]
+
+
+def test_paper_scale_gumbel_tail_of_translation_and_captioning():
+    """The translation (12,000 steps) and captioning (15,000) paper profiles: the tail is
+    their last 1,200 / 1,500 steps; --gumbel_fraction=0 (ACVI, ours) never switches."""
+    from experiments import caption, translate
+    for profiles, start in ((translate.PROFILES, 10_800), (caption.PROFILES, 13_500)):
+        steps = profiles["paper"]["train_steps"]
+        modes = ModeSchedule(steps, 0.1)
+        assert modes.gumbel_start() == start
+        assert [modes.modes(s)["acvi_mixing"] for s in (start - 1, start, steps - 1)] == [
+            "weighted", "gumbel", "gumbel"]
+        assert schedules.milestones(modes) == [
+            (start, f"Gumbel-Softmax mixing (Eq. 23, the last 10% of {steps:,} steps)"),
+            (steps, "end of training")]
+        off = ModeSchedule(steps, 0.0)
+        assert {off.modes(s)["acvi_mixing"] for s in range(0, steps, 100)} == {"weighted"}
