@@ -34,6 +34,7 @@ from acvi_tf.run.directory import load_run_config, locked_run_dir, run_segment, 
 from acvi_tf.run.results import update_results
 from acvi_tf.tasks.base import DecodeConfig, RunInfo
 from acvi_tf.utils import manifest
+from acvi_tf.utils.lstm_impl import LSTM_IMPLS
 from acvi_tf.utils.precision import PRECISIONS
 from acvi_tf.utils.provenance import command_line
 from acvi_tf.training.schedules import KL_ANNEALING
@@ -66,7 +67,7 @@ TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "warmup_
                "batch_size", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices",
                "kl_anneal_steps", "kl_anneal", "noise_warmup_steps", "init_from",
-               "select_best")
+               "select_best", "lstm_impl")
 DECODE_FLAGS = ("beam_width", "decode_max_length", "min_length", "length_normalization",
                 "alpha", "eval_beam_width", "eval_subset", "decode_batch_size",
                 "diversity_samples", "diversity_sources")
@@ -196,6 +197,12 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                       "terms, losses and beam scores stay float32; mixed_float16 trains "
                       "with dynamic loss scaling). Restored from model_dir in eval, decode "
                       "and export.", flag_values=fv)
+    flags.DEFINE_enum("lstm_impl", d.lstm_impl, LSTM_IMPLS, "What runs the encoder's "
+                      "BiLSTM (the same weights either way): scan, the hand-written "
+                      "recurrence (faster on CPU; compiles under --xla); keras, Keras' "
+                      "LSTM (cuDNN on a GPU); auto: keras on a GPU without --xla, else "
+                      "scan. The choice is logged. A resumed run may change it; eval, "
+                      "decode and export use the trained run's.", flag_values=fv)
     flags.DEFINE_float("word_dropout", d.word_dropout, "Word dropout (Bowman et al. 2016): in "
                        "training, each decoder input word (not <bos>, not padding) becomes "
                        "UNK with this probability.", lower_bound=0.0, upper_bound=0.99,
@@ -402,7 +409,7 @@ def model_config_from_flags(flag_values=FLAGS, **task_fields):
         word_dropout=fv.word_dropout, model=fv.model, num_heads=fv.num_heads,
         ff_units=fv.ff_units, transformer_layers=fv.transformer_layers, latent=fv.latent,
         latent_options=parse_latent_options(fv.latent_option, fv.latent),
-        precision=fv.precision, **task_fields)
+        precision=fv.precision, lstm_impl=fv.lstm_impl, **task_fields)
 
 
 def check_schedule_flags(fv):
