@@ -4,6 +4,7 @@ same values and gradients on the same weights, with variable lengths, an empty r
 two layers, and that a checkpoint written under one restores under the other."""
 
 import dataclasses
+import json
 import logging
 import re
 
@@ -15,11 +16,12 @@ from acvi_tf.errors import ConfigError
 from acvi_tf.models.encoder import Encoder
 from acvi_tf.data.synthetic import ReverseTask
 from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
-from acvi_tf.run.directory import check_model_config
+from acvi_tf.run.directory import check_model_config, load_model_config
 from acvi_tf.run.restore import restore_model
 from acvi_tf.training.trainer import TrainConfig, make_optimizer
 from acvi_tf.utils import lstm_impl
 from acvi_tf.utils.lstm_impl import choose_lstm_impl, in_xla_context
+from tests.train_helpers import train_per_token
 
 VOCAB, EMBED, UNITS = 12, 8, 8
 LENGTHS = [6, 3, 1, 0]  # the last row has no real step (cuDNN's fully masked case)
@@ -124,17 +126,38 @@ def test_keras_equals_scan_in_values_and_gradients():
     assert all(np.all(np.isfinite(tf.convert_to_tensor(g))) for g in grads)
 
 
+def _model(impl, **overrides):
+    return Seq2Seq(ModelConfig(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, embed_dim=EMBED,
+                               encoder_units=UNITS, decoder_units=16, attention_units=8,
+                               head_units=16, lstm_impl=impl, **overrides))
+
+
+def _model_batch(seed=1):
+    return {k: tf.constant(v) for k, v in ReverseTask(vocab_size=VOCAB, batch_size=4,
+                                                      seed=seed).batch_at(0).items()}
+
+
+def test_training_steps_match():
+    """Two Adam steps with dropout from the same weights: the same loss terms at every
+    step under either implementation (the first step's gradients moved the weights)."""
+    models = [_model(impl, dropout=0.2) for impl in ("scan", "keras")]
+    for m in models:
+        m.build_for_checkpoint(_model_batch())
+    for a, b in zip(*(m.weights for m in models)):
+        b.assign(a)
+    logs = [train_per_token(m, lambda i: {k: v.numpy() for k, v in _model_batch(i).items()}, 2)
+            for m in models]
+    for want, got in zip(*logs):
+        for key in want:
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-6, err_msg=key)
+
+
 def test_checkpoint_written_under_scan_restores_under_keras(tmp_path):
     """A run's checkpoint (the Trainer's layout: weights reached through the optimizer's
     variable list, in the model's order) trained under ``scan`` restores into a
     ``keras`` model by the evaluation's own restore, and gives the same loss."""
-    def model(impl):
-        return Seq2Seq(ModelConfig(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB,
-                                   embed_dim=EMBED, encoder_units=UNITS, decoder_units=16,
-                                   attention_units=8, head_units=16, lstm_impl=impl))
-    batch = {k: tf.constant(v) for k, v in ReverseTask(vocab_size=VOCAB, batch_size=4,
-                                                       seed=1).batch_at(0).items()}
-    trained = model("scan")
+    batch = _model_batch()
+    trained = _model("scan")
     trained.build_for_checkpoint(batch)
     rng = np.random.default_rng(0)
     for v in trained.weights:
@@ -144,7 +167,7 @@ def test_checkpoint_written_under_scan_restores_under_keras(tmp_path):
     ckpt = tf.train.Checkpoint(model=trained, optimizer=optimizer,
                                step=tf.Variable(3, dtype=tf.int64))
     tf.train.CheckpointManager(ckpt, str(tmp_path / "ckpt"), 1).save(checkpoint_number=3)
-    restored = model("keras")
+    restored = _model("keras")
     assert restore_model(restored, str(tmp_path), batch) == 3
     assert _paths(restored.encoder) == _paths(trained.encoder)
     np.testing.assert_allclose(restored.teacher_forced(batch)["nll"],
@@ -153,6 +176,11 @@ def test_checkpoint_written_under_scan_restores_under_keras(tmp_path):
 
 def test_resumed_run_may_change_the_implementation_only(tmp_path):
     config = ModelConfig(tgt_vocab_size=VOCAB, lstm_impl="scan")
+    # a run saved before the field existed resumes, and reads as auto
+    old = dataclasses.asdict(config)
+    del old["lstm_impl"]
+    (tmp_path / "model_config.json").write_text(json.dumps(old))
+    assert load_model_config(str(tmp_path)).lstm_impl == "auto"
     check_model_config(str(tmp_path), config)
     check_model_config(str(tmp_path), dataclasses.replace(config, lstm_impl="keras"))
     with pytest.raises(ConfigError, match="different configuration"):
