@@ -123,6 +123,12 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                          lower_bound=0, flag_values=fv)
     flags.DEFINE_bool("xla", False, "XLA-compile the training step (batches are padded to "
                       "--pad_multiple so few shapes are compiled).", flag_values=fv)
+    flags.DEFINE_integer("pad_multiple", 0, "Pad each training batch's lengths up to a "
+                         "multiple of this (translation: source and target; summarization: "
+                         "article and summary, at most the phase's truncation; captioning: "
+                         "the captions), so --xla compiles a bounded number of shapes; "
+                         "padding is masked. 0: each batch's longest. A profile's value "
+                         "applies under --xla only.", lower_bound=0, flag_values=fv)
     flags.DEFINE_enum("strategy", "default", STRATEGIES, "tf.distribute strategy.",
                       flag_values=fv)
     flags.DEFINE_integer("num_devices", 0, "mirrored: use this many local devices (0: all).",

@@ -140,10 +140,6 @@ def define_flags(fv=FLAGS):
                          "trained, Eq. 9 in the loss); needs --coverage.", lower_bound=0, **kw)
     flags.DEFINE_integer("max_train_pairs", None, "Train on the first N pairs only.",
                          lower_bound=1, **kw)
-    flags.DEFINE_integer("pad_multiple", 0, "Pad each training batch's article and summary "
-                         "lengths up to a multiple of this, at most the phase's truncation, "
-                         "so --xla compiles at most ceil(S/m) * ceil(T/m) shapes a phase; "
-                         "padding is masked. 0: each batch's longest.", lower_bound=0, **kw)
     flags.DEFINE_integer("max_eval_pairs", None, "Evaluate on the first N test articles "
                          "(default: all; the results say so).", lower_bound=1, **kw)
     flags.DEFINE_bool("meteor", True, "Score METEOR 1.5 (exact and full; needs java). Each "

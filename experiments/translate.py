@@ -132,8 +132,6 @@ def define_flags(fv=FLAGS):
                          "width ceil(--max_length / num_buckets) tokens: 25 over 50 is "
                          "OpenNMT-tf's width 2, 1.29x the steps/s of 5 end to end "
                          "(results/bench_peers_train.md).", lower_bound=1, **kw)
-    flags.DEFINE_integer("pad_multiple", 0, "Pad batch lengths up to a multiple of this "
-                         "(fewer shapes for --xla); 0: no padding.", lower_bound=0, **kw)
     flags.DEFINE_string("input", None, "--mode=decode: the file to translate (default: "
                         "stdin).", **kw)
     flags.DEFINE_string("output", None, "--mode=decode: where to write (default: stdout).",

@@ -5,12 +5,14 @@
 import pytest
 from absl import flags
 
+from acvi_tf.tasks.captioning import CaptioningConfig
 from acvi_tf.tasks.summarization import SummarizationConfig
 from acvi_tf.tasks.translation import TranslationConfig
+from experiments import caption, summarize, translate
 from experiments import flags as xflags
-from experiments import summarize, translate
 
-CLIS = [(translate, TranslationConfig, 8), (summarize, SummarizationConfig, 25)]
+CLIS = [(translate, TranslationConfig, 8), (summarize, SummarizationConfig, 25),
+        (caption, CaptioningConfig, 8)]
 
 
 def _parsed(cli, *args):
@@ -32,10 +34,11 @@ def test_paper_profile_pads_under_xla_only(cli, config_cls, multiple):
     assert pad("--pad_multiple=0", "--xla") == 0
 
 
-@pytest.mark.parametrize("cli", [translate, summarize])
+@pytest.mark.parametrize("cli", [translate, summarize, caption])
 def test_other_profiles_do_not_pad(cli):
     fv = _parsed(cli, "--profile=cpu", "--xla")
     assert fv.pad_multiple == 0
+    assert "pad_multiple" in cli.RUN_FLAGS  # saved with the run, never restored from it
 
 
 def test_lstm_impl_reaches_the_model_config():

@@ -1,6 +1,6 @@
 """--pad_multiple bounds the training batch shapes XLA compiles: the distinct shapes over
 an epoch of tiny synthetic data, translation (bucketed tf.data batches) and summarization
-(Table 5's phases), against the bound the multiple gives."""
+(Table 5's phases), against the bound the multiple gives; captioning pads its captions."""
 
 import math
 import random
@@ -10,6 +10,7 @@ import numpy as np
 from acvi_tf.data import cnndm
 from acvi_tf.data.batching import Batches
 from acvi_tf.data.vocab import Vocab
+from acvi_tf.tasks.captioning import train_transform
 from acvi_tf.tasks.summarization import TrainStream, padded_length
 from acvi_tf.tasks.translation import make_train_data
 from acvi_tf.training.schedules import PhaseSchedule
@@ -87,6 +88,21 @@ def test_summarization_shapes_are_bounded_per_phase():
         _, enc, dec = phases.phases[i]
         assert s0 <= s <= enc and t0 <= t <= dec
     assert len(set(padded)) < len(set(unpadded))
+
+
+def test_captioning_pads_the_captions_only():
+    frames = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+
+    def with_features(batch):
+        return {"src": frames, "src_len": np.full(2, 3, np.int32),
+                "tgt_in": batch["tgt_in"], "tgt_out": batch["tgt_out"]}
+    for length, padded in ((1, 8), (8, 8), (9, 16), (31, 32)):
+        tgt = np.ones([2, length], np.int32)
+        batch = train_transform(with_features, MULTIPLE)({"tgt_in": tgt, "tgt_out": tgt})
+        assert batch["tgt_in"].shape == batch["tgt_out"].shape == (2, padded)
+        assert int(np.sum(batch["tgt_in"])) == 2 * length  # zeros (<pad>) appended
+        assert np.shape(batch["src"]) == (2, 3, 4)
+    assert train_transform(with_features)({"tgt_in": tgt, "tgt_out": tgt})["tgt_in"] is tgt
 
 
 def test_padded_length():
