@@ -13,9 +13,10 @@ restores under either, and they give the same values and gradients):
 :func:`choose_lstm_impl` maps ``--lstm_impl`` (``auto``, ``scan``, ``keras``) to one of
 the two: ``auto`` takes ``keras`` on a GPU, ``scan`` on CPU and under XLA (cuDNN's RNN
 ops have no XLA kernel; Keras turns its own ``jit_compile`` off for them for the same
-reason).
+reason). Graphs traced inside :func:`portable` (SavedModel exports) always take ``scan``.
 """
 
+import contextlib
 import logging
 
 import tensorflow as tf
@@ -27,6 +28,18 @@ log = logging.getLogger(__name__)
 
 LSTM_IMPLS = ("auto", "scan", "keras")
 _logged = set()  # (impl, reason) pairs already logged: one line per choice, not per trace
+_portable = []   # non-empty inside portable(): every choice is scan
+
+
+@contextlib.contextmanager
+def portable():
+    """Inside, every choice is ``scan``: for graphs saved to run elsewhere (a SavedModel
+    traced on a GPU must still serve on a CPU, and cuDNN's LSTM op has no CPU kernel)."""
+    _portable.append(True)
+    try:
+        yield
+    finally:
+        _portable.pop()
 
 
 def gpu_visible():
@@ -53,10 +66,12 @@ def choose_lstm_impl(requested="auto", gpu=None, xla=None):
         raise ConfigError("lstm_impl", f"{requested!r}: choose one of {', '.join(LSTM_IMPLS)}")
     gpu = gpu_visible() if gpu is None else gpu
     xla = in_xla_context() if xla is None else xla
-    if requested == "keras" and gpu and xla:
+    if requested == "keras" and gpu and xla and not _portable:
         raise ConfigError("lstm_impl", "keras runs cuDNN's LSTM on a GPU, which XLA cannot "
                           "compile; drop --xla or use --lstm_impl=auto (scan under XLA)")
-    if requested != "auto":
+    if _portable:
+        impl, reason = "scan", "a portable graph (a SavedModel runs on any device)"
+    elif requested != "auto":
         impl, reason = requested, f"--lstm_impl={requested}"
     elif xla:
         impl, reason = "scan", "auto under XLA (cuDNN's LSTM has no XLA kernel)"

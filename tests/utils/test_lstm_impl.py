@@ -49,6 +49,15 @@ def test_bad_choices_name_the_flag():
         Encoder(VOCAB, EMBED, UNITS, lstm_impl="fast")
 
 
+def test_portable_graphs_take_scan():
+    """SavedModel exports trace inside portable(): no cuDNN op in a graph that may serve
+    on a CPU."""
+    with lstm_impl.portable():
+        assert choose_lstm_impl("auto", gpu=True, xla=False)[0] == "scan"
+        assert choose_lstm_impl("keras", gpu=True, xla=True)[0] == "scan"
+    assert choose_lstm_impl("auto", gpu=True, xla=False)[0] == "keras"
+
+
 def test_each_choice_is_logged_once(caplog, monkeypatch):
     monkeypatch.setattr(lstm_impl, "_logged", set())
     with caplog.at_level(logging.INFO, logger=lstm_impl.__name__):
