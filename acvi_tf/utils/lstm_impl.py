@@ -66,11 +66,11 @@ def choose_lstm_impl(requested="auto", gpu=None, xla=None):
         raise ConfigError("lstm_impl", f"{requested!r}: choose one of {', '.join(LSTM_IMPLS)}")
     gpu = gpu_visible() if gpu is None else gpu
     xla = in_xla_context() if xla is None else xla
-    if requested == "keras" and gpu and xla and not _portable:
-        raise ConfigError("lstm_impl", "keras runs cuDNN's LSTM on a GPU, which XLA cannot "
-                          "compile; drop --xla or use --lstm_impl=auto (scan under XLA)")
     if _portable:
         impl, reason = "scan", "a portable graph (a SavedModel runs on any device)"
+    elif requested == "keras" and gpu and xla:
+        raise ConfigError("lstm_impl", "keras runs cuDNN's LSTM on a GPU, which XLA cannot "
+                          "compile; drop --xla or use --lstm_impl=auto (scan under XLA)")
     elif requested != "auto":
         impl, reason = requested, f"--lstm_impl={requested}"
     elif xla:
