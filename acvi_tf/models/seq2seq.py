@@ -110,7 +110,7 @@ class Seq2Seq(keras.Model):
         options = dict(c.attention_options)
         if variant_cls.uses_target_vocab:  # an inference network over the reference ids
             options = {"target_vocab_size": c.tgt_vocab_size, "pad_id": c.pad_id,
-                       "unk_id": c.unk_id, **options}
+                       "unk_id": c.unk_id, "lstm_impl": c.lstm_impl, **options}
         variant = variant_cls(memory_dim, name=c.attention, **options)
         head = HEADS.get(c.head)(c.tgt_vocab_size, c.head_units, name="head")
         latent = (latent_lib.get_latent(c.latent)(name=c.latent, **c.latent_options)
