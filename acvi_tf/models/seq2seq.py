@@ -52,7 +52,7 @@ class ModelConfig:
     ff_units: int = 1024               # Transformer: inner size of the position-wise FF layer
     transformer_layers: int = 4        # Transformer: encoder layers and decoder layers (each)
     precision: str = "float32"         # Keras dtype policy: float32, mixed_bfloat16, mixed_float16
-    lstm_impl: str = "auto"            # who runs the encoder BiLSTM: auto, scan, keras
+    lstm_impl: str = "auto"            # who runs the BiLSTMs: auto, scan, keras (lstm_impl.py)
 
     # Fields that say how this machine runs the model, not what the model is (the weights
     # and values are the same either way): a resumed run may change them.
