@@ -74,7 +74,9 @@ PROFILES = {
         train_steps=15_000, batch_size=64, max_length=30, overlong="filter", beam_width=5,
         decode_max_length=30, length_normalization="none", eval_every=1000, eval_subset=0,
         eval_beam_width=1, checkpoint_every=1000, log_every=100, min_count=1,
-        allow_partial_data=False),
+        allow_partial_data=False,
+        # with --xla: captions of 8, 16, 24 or 32 steps (<s> + 30 tokens); the frames fixed
+        pad_multiple=8),
     "cpu": dict(
         embed_dim=128, encoder_units=128, encoder_layers=1, decoder_units=256,
         decoder_layers=1, attention_units=100, head_units=256, dropout=0.5, score="additive",
@@ -98,7 +100,7 @@ DATA_FLAGS = ("split_scheme", "caption_source", "min_count", "max_vocab_size", "
 # Saved with the run; eval/decode default to the saved values but may point elsewhere
 # (a moved feature store).
 FEATURE_FLAGS = ("features", "synthetic_features")
-RUN_FLAGS = ("max_eval_clips", "allow_partial_data", "meteor")
+RUN_FLAGS = ("max_eval_clips", "allow_partial_data", "meteor", "pad_multiple")
 
 def define_flags(fv=FLAGS):
     """The shared flags (experiments.flags) and the captioning flags, in ``fv``.

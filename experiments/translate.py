@@ -63,7 +63,9 @@ PROFILES = {
         train_steps=12_000, batch_size=128, max_length=50, overlong="truncate",
         beam_width=10, decode_max_length=50, length_normalization="none",
         eval_every=1000, eval_subset=500, eval_beam_width=1, checkpoint_every=1000,
-        log_every=100, bpe_vocab_size=32_000, min_count=2, allow_partial_data=False),
+        log_every=100, bpe_vocab_size=32_000, min_count=2, allow_partial_data=False,
+        # with --xla: lengths 8, 16, ..., 56, so at most 7 x 7 (src, tgt) shapes
+        pad_multiple=8),
     # Measured on 2 CPU cores (see experiments/configs/table4cpu_multi30k_*.flags).
     "cpu": dict(
         embed_dim=256, encoder_units=128, encoder_layers=1, decoder_units=256,
@@ -130,8 +132,6 @@ def define_flags(fv=FLAGS):
                          "width ceil(--max_length / num_buckets) tokens: 25 over 50 is "
                          "OpenNMT-tf's width 2, 1.29x the steps/s of 5 end to end "
                          "(results/bench_peers_train.md).", lower_bound=1, **kw)
-    flags.DEFINE_integer("pad_multiple", 0, "Pad batch lengths up to a multiple of this "
-                         "(fewer shapes for --xla); 0: no padding.", lower_bound=0, **kw)
     flags.DEFINE_string("input", None, "--mode=decode: the file to translate (default: "
                         "stdin).", **kw)
     flags.DEFINE_string("output", None, "--mode=decode: where to write (default: stdout).",

@@ -62,8 +62,8 @@ class ContextVariant(keras.layers.Layer):
     # True for a variant whose step may return FEEDBACK: teacher forcing then runs the
     # head inside the loop, at every step (otherwise once, after the loop, on all steps).
     uses_feedback = False
-    # True: Seq2Seq passes target_vocab_size, pad_id and unk_id (an inference network
-    # over the target ids owns its own embedding).
+    # True: Seq2Seq passes target_vocab_size, pad_id, unk_id and lstm_impl (an inference
+    # network over the target ids owns its own embedding and BiLSTM).
     uses_target_vocab = False
 
     def __init__(self, memory_dim, **kwargs):

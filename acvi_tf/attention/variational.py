@@ -45,7 +45,7 @@ import tensorflow as tf
 
 from acvi_tf.attention.base import (FEEDBACK, ContextVariant, register_attention,
                                     weighted_sum)
-from acvi_tf.utils.lstm import bidirectional_sequence
+from acvi_tf.utils.lstm_impl import choose_lstm_impl, run_bidirectional
 from acvi_tf.utils.ops import fold_seed, masked_logits, masked_softmax
 from acvi_tf.utils.precision import to_float32
 
@@ -87,6 +87,8 @@ class VariationalAttention(ContextVariant):
       kl_weight: weight of sum_t KL(q || p) (1 gives the ELBO).
       baseline_weight: weight of the soft path's NLL ``nll_soft`` (0 turns it off).
       input_feed: ``"soft"`` or ``"sample"``, the context fed to the next step in training.
+      lstm_impl: what runs the inference network's BiLSTM (Seq2Seq passes the encoder's
+        ``ModelConfig.lstm_impl``; :func:`acvi_tf.utils.lstm_impl.choose_lstm_impl`).
 
     Aux losses per step: ``kl``, ``reinforce`` (value 0, gradient only),
     ``nll_soft``, and the logged-only ``reward`` r_t.
@@ -99,7 +101,7 @@ class VariationalAttention(ContextVariant):
 
     def __init__(self, memory_dim, target_vocab_size=None, pad_id=0, unk_id=1,
                  embed_dim=None, units=None, kl_weight=1.0, baseline_weight=1.0,
-                 input_feed="soft", **kwargs):
+                 input_feed="soft", lstm_impl="auto", **kwargs):
         super().__init__(memory_dim, **kwargs)
         if not target_vocab_size:
             raise ValueError("variational attention needs target_vocab_size "
@@ -114,10 +116,14 @@ class VariationalAttention(ContextVariant):
         self.kl_weight = float(kl_weight)
         self.baseline_weight = float(baseline_weight)
         self.input_feed = input_feed
+        self.lstm_impl = lstm_impl
         self.target_embedding = keras.layers.Embedding(self.target_vocab_size, self.embed_dim,
                                                        name="q_embedding")
+        # return_state as the encoder's layers (both implementations return the states);
+        # the weights are the same either way
         self.target_rnn = keras.layers.Bidirectional(
-            keras.layers.LSTM(self.units, return_sequences=True), name="q_bilstm")
+            keras.layers.LSTM(self.units, return_sequences=True, return_state=True),
+            name="q_bilstm")
         # W of the bilinear score u_t^T W h_i, applied to the memory once per source.
         self.bilinear = keras.layers.Dense(2 * self.units, use_bias=False, name="q_bilinear")
 
@@ -136,7 +142,8 @@ class VariationalAttention(ContextVariant):
         tmask = tf.not_equal(targets, self.pad_id)
         # Pointer-generator targets may hold extended-vocabulary ids: embed them as UNK.
         ids = tf.where(targets < self.target_vocab_size, targets, self.unk_id)
-        u, _, _ = bidirectional_sequence(self.target_rnn, self.target_embedding(ids), tmask)
+        impl, _ = choose_lstm_impl(self.lstm_impl)
+        u, _, _ = run_bidirectional(self.target_rnn, self.target_embedding(ids), tmask, impl)
         logits = to_float32(tf.einsum("btu,bnu->btn", u, self.bilinear(memory)))
         return {"q_logits": masked_logits(logits, mask[:, None, :]), "targets": targets}
 
@@ -178,4 +185,5 @@ class VariationalAttention(ContextVariant):
         return {**super().get_config(), "target_vocab_size": self.target_vocab_size,
                 "pad_id": self.pad_id, "unk_id": self.unk_id, "embed_dim": self.embed_dim,
                 "units": self.units, "kl_weight": self.kl_weight,
-                "baseline_weight": self.baseline_weight, "input_feed": self.input_feed}
+                "baseline_weight": self.baseline_weight, "input_feed": self.input_feed,
+                "lstm_impl": self.lstm_impl}

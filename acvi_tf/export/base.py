@@ -23,6 +23,7 @@ import time
 import tensorflow as tf
 
 from acvi_tf.errors import RunError
+from acvi_tf.utils import lstm_impl
 from acvi_tf.utils.provenance import code_version
 
 EXPORT_INFO = "export.json"
@@ -189,8 +190,9 @@ def save(export_dir, model, serve, input_signature, resources, run_files, info, 
         root = ServingModule(model, resources, paths)
         root.serve = tf.function(serve, input_signature=input_signature, autograph=False)
         out = os.path.join(staging, "saved_model")
-        tf.saved_model.save(root, out,
-                            signatures={"serving_default": root.serve.get_concrete_function()})
+        with lstm_impl.portable():  # traced here; served anywhere (no cuDNN op saved)
+            tf.saved_model.save(root, out, signatures={
+                "serving_default": root.serve.get_concrete_function()})
         if os.path.isdir(export_dir):
             os.rmdir(export_dir)  # empty (checked above)
         os.replace(out, export_dir)

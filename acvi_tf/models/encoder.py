@@ -4,7 +4,8 @@ import keras
 import tensorflow as tf
 
 from acvi_tf.utils.layers import CompositeLayer
-from acvi_tf.utils.lstm import bidirectional_sequence
+from acvi_tf.errors import ConfigError
+from acvi_tf.utils.lstm_impl import LSTM_IMPLS, choose_lstm_impl, run_bidirectional
 from acvi_tf.utils.ops import dropout
 
 
@@ -12,8 +13,11 @@ class Encoder(CompositeLayer):
     """Trainable embeddings (or raw features) -> n-layer BiLSTM with padding masks.
 
     Each layer's weights live in a Keras ``Bidirectional(LSTM)`` (checkpoint paths as
-    ever); :func:`acvi_tf.utils.lstm.bidirectional_sequence` runs them, with the input
-    projection computed for all steps before the recurrence.
+    ever), whichever implementation runs them (:mod:`acvi_tf.utils.lstm_impl`):
+    ``scan``, :func:`acvi_tf.utils.lstm.bidirectional_sequence`, with the input
+    projection computed for all steps before the recurrence (CPU, XLA); or ``keras``,
+    the layer itself, cuDNN on a GPU. ``lstm_impl="auto"`` picks per device when the
+    call is traced.
 
     Args:
       vocab_size: source vocabulary; ``None`` feeds float features [B, N, F]
@@ -22,14 +26,20 @@ class Encoder(CompositeLayer):
       units: LSTM units per direction; h_i has 2 * units.
       num_layers: stacked BiLSTM layers.
       dropout: dropout rate on the inputs and between layers.
+      lstm_impl: ``auto``, ``scan`` or ``keras`` (:func:`choose_lstm_impl`).
 
     ``call(inputs, mask, training, seed)`` returns ``(memory [B, N, 2u],
     final_states)`` where ``final_states`` is a list with one ``(h, c)`` pair of
     [B, 2u] tensors per layer (forward and backward finals concatenated).
     """
 
-    def __init__(self, vocab_size, embed_dim, units, num_layers=1, dropout=0.0, **kwargs):
+    def __init__(self, vocab_size, embed_dim, units, num_layers=1, dropout=0.0,
+                 lstm_impl="auto", **kwargs):
         super().__init__(**kwargs)
+        if lstm_impl not in LSTM_IMPLS:
+            raise ConfigError("lstm_impl", f"{lstm_impl!r}: choose one of "
+                              f"{', '.join(LSTM_IMPLS)}")
+        self.lstm_impl = lstm_impl
         self.vocab_size = vocab_size
         self.embed_dim = embed_dim
         self.units = units
@@ -50,22 +60,25 @@ class Encoder(CompositeLayer):
     def call(self, inputs, mask, training=False, seed=None):
         x = self.embedding(inputs) if self.embedding is not None else inputs
         x = tf.cast(x, self.compute_dtype)  # features arrive in float32 (Keras' autocast)
+        impl, _ = choose_lstm_impl(self.lstm_impl)
         finals = []
         for i, layer in enumerate(self.layers_):
             if seed is not None:
                 x = dropout(x, self.dropout_rate, seed, training, salts=(101, i))
-            x, (fh, fc), (bh, bc) = bidirectional_sequence(layer, x, mask)
+            x, (fh, fc), (bh, bc) = run_bidirectional(layer, x, mask, impl)
             finals.append((tf.concat([fh, bh], -1), tf.concat([fc, bc], -1)))
         if seed is not None:
             x = dropout(x, self.dropout_rate, seed, training, salts=(102,))
-        # Keras zeroes masked outputs already; keep it explicit for the features path.
+        # Both implementations zero masked outputs already; keep it explicit for the
+        # features path.
         x = x * tf.cast(mask, x.dtype)[:, :, None]
         return x, finals
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size,
                 "embed_dim": self.embed_dim, "units": self.units,
-                "num_layers": self.num_layers, "dropout": self.dropout_rate}
+                "num_layers": self.num_layers, "dropout": self.dropout_rate,
+                "lstm_impl": self.lstm_impl}
 
 
 class Bridge(CompositeLayer):

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import typing
 
 import keras
 import tensorflow as tf
@@ -51,6 +52,11 @@ class ModelConfig:
     ff_units: int = 1024               # Transformer: inner size of the position-wise FF layer
     transformer_layers: int = 4        # Transformer: encoder layers and decoder layers (each)
     precision: str = "float32"         # Keras dtype policy: float32, mixed_bfloat16, mixed_float16
+    lstm_impl: str = "auto"            # who runs the BiLSTMs: auto, scan, keras (lstm_impl.py)
+
+    # Fields that say how this machine runs the model, not what the model is (the weights
+    # and values are the same either way): a resumed run may change them.
+    RUN_FIELDS: typing.ClassVar[tuple] = ("lstm_impl",)
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -94,7 +100,8 @@ class Seq2Seq(keras.Model):
         self.config = config
         c = config
         self.encoder = Encoder(c.src_vocab_size, c.embed_dim, c.encoder_units,
-                               c.encoder_layers, c.dropout, name="encoder")
+                               c.encoder_layers, c.dropout, lstm_impl=c.lstm_impl,
+                               name="encoder")
         memory_dim = self.encoder.output_dim
         self.bridge = Bridge(c.decoder_units, c.decoder_layers, c.decoder_cell, name="bridge")
         score_units = c.attention_units if c.score == "additive" else c.decoder_units
@@ -103,7 +110,7 @@ class Seq2Seq(keras.Model):
         options = dict(c.attention_options)
         if variant_cls.uses_target_vocab:  # an inference network over the reference ids
             options = {"target_vocab_size": c.tgt_vocab_size, "pad_id": c.pad_id,
-                       "unk_id": c.unk_id, **options}
+                       "unk_id": c.unk_id, "lstm_impl": c.lstm_impl, **options}
         variant = variant_cls(memory_dim, name=c.attention, **options)
         head = HEADS.get(c.head)(c.tgt_vocab_size, c.head_units, name="head")
         latent = (latent_lib.get_latent(c.latent)(name=c.latent, **c.latent_options)

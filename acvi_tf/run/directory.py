@@ -4,6 +4,7 @@ segments of its starts (``provenance.json``), the run config (``run_config.json`
 and the vocabulary files. The package docstring (:mod:`acvi_tf.run`) lists its files."""
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import shutil
@@ -149,11 +150,13 @@ def load_run_config(model_dir):
 
 
 def check_model_config(model_dir, config):
-    """Saves ``model_config.json``; a resumed run must not change the model."""
+    """Saves ``model_config.json``; a resumed run must not change the model (it may
+    change :attr:`ModelConfig.RUN_FIELDS`, how the model runs)."""
     path = os.path.join(model_dir, "model_config.json")
     if os.path.exists(path):
         saved = ModelConfig.from_dict(load_json(path))
-        if saved != config:
+        runtime = {name: getattr(config, name) for name in ModelConfig.RUN_FIELDS}
+        if dataclasses.replace(saved, **runtime) != config:
             raise ConfigError("model_dir", f"{model_dir} holds a model with a different "
                               f"configuration ({path}); use a new --model_dir")
     if not is_chief():

@@ -144,6 +144,21 @@ def resumable_train_data(make_iterator, transform=None):
     return train_data
 
 
+def pad_to_multiple(batch, multiple, keys=("src", "tgt_in", "tgt_out")):
+    """``batch`` with the [B, L] id tensors of ``keys`` padded with 0 (``<pad>``, masked)
+    up to a length that is a multiple of ``multiple`` (0: unchanged), so that an
+    XLA-compiled step sees a bounded number of shapes."""
+    if not multiple:
+        return batch
+    out = dict(batch)
+    for key in keys:
+        x = batch[key]
+        length = tf.shape(x)[1]
+        target = (length + multiple - 1) // multiple * multiple
+        out[key] = tf.pad(x, [[0, 0], [0, target - length]])
+    return out
+
+
 def decode_in_batches(decode_fn, lengths, make_batch, batch_size, attention_for=()):
     """Decodes items in length-sorted batches (less padding) and returns them in input order.
 

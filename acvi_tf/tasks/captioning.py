@@ -28,8 +28,8 @@ from acvi_tf.run.directory import check_model_config, check_vocab_size, save_voc
 from acvi_tf.run.restore import warm_start_fn
 from acvi_tf.run.results import finish_results
 from acvi_tf.tasks.base import (Evaluator, Task, best_hypothesis_decoder,
-                                decode_in_batches, register_task, resumable_train_data,
-                                system_name)
+                                decode_in_batches, pad_to_multiple, register_task,
+                                resumable_train_data, system_name)
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.training.trainer import Trainer
@@ -63,6 +63,7 @@ class CaptioningConfig:
     meteor: bool = True                  # score METEOR too (its jar takes ~15 s to start)
     batch_size: int = 64                 # training pairs per batch
     seed: int = 0                        # data order
+    pad_multiple: int = 0                # pad caption lengths to a multiple (XLA shapes)
 
 
 def how_to_make_features(features=DEFAULT_FEATURES):
@@ -194,6 +195,14 @@ class CaptionData:
     def feature_batch(self, split, rows):
         return {"src": self.arrays(split)[rows],
                 "src_len": np.full(len(rows), self.num_frames, np.int32)}
+
+
+def train_transform(with_features, pad_multiple=0):
+    """A training batch of clip rows -> the model's batch: the clips' features (a fixed
+    number of frames), and the captions padded up to ``pad_multiple``."""
+    def transform(batch):
+        return pad_to_multiple(with_features(batch), pad_multiple, keys=("tgt_in", "tgt_out"))
+    return transform
 
 
 def load_data(model_dir, config, log=print, store=None, check_features=True):
@@ -405,7 +414,8 @@ class CaptioningTask(Task):
         evaluator = self.evaluator(steps)
         init_from = train_config.init_from
         trainer = Trainer(lambda: build_model(model_config), train_config,
-                          resumable_train_data(batches.iterator, data.with_features("train")),
+                          resumable_train_data(batches.iterator, train_transform(
+                              data.with_features("train"), c.pad_multiple)),
                           eval_fn=evaluator.eval_fn, strategy=strategy, log=self.log,
                           warm_start=warm_start_fn(
                               init_from, model_dir, build_batch(init_from) if init_from else None,

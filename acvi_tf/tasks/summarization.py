@@ -55,8 +55,11 @@ class SummarizationConfig:
     eval_before_coverage: bool = True    # also evaluate at the end of the last phase
     batch_size: int = 16                 # training pairs per batch
     seed: int = 0                        # data order
+    pad_multiple: int = 0                # pad article/summary lengths to a multiple (XLA shapes)
 
     def check(self, train_steps=None, coverage=True):
+        if self.pad_multiple < 0:
+            raise ConfigError("pad_multiple", f"{self.pad_multiple} must be 0 (off) or more")
         if train_steps is not None and self.coverage_steps >= train_steps:
             raise ConfigError("coverage_steps", f"{self.coverage_steps} leaves no step of the "
                               f"{train_steps} (--train_steps) before coverage")
@@ -121,20 +124,34 @@ def read_pairs(split, limit=None, log=None):
     return pairs, report
 
 
+def padded_length(length, multiple, cap):
+    """``length`` rounded up to a multiple of ``multiple`` but not past ``cap`` (the
+    phase's truncation, which no example exceeds); ``multiple`` 0 keeps ``length``.
+    A phase of caps (S, T) then yields at most ceil(S / m) * ceil(T / m) batch shapes,
+    so XLA compiles a bounded number of steps whatever the lengths drawn."""
+    if not multiple:
+        return length
+    return min(-(-length // multiple) * multiple, cap)
+
+
 class TrainStream:
     """Training batches whose truncation follows the phase schedule, resumably.
 
     Each batch is one optimiser step, so the stream counts steps itself and cuts
     the examples to ``schedule.phase(step)``'s lengths. Epochs are fresh
     permutations drawn from (seed, epoch); the position is (epoch, index, step).
+    ``pad_multiple`` pads each batch's article and summary lengths up to a multiple
+    (:func:`padded_length`); padding is masked, so it changes no loss.
     """
 
-    def __init__(self, store, batch_size, phase_schedule, seed=0, pointer=True):
+    def __init__(self, store, batch_size, phase_schedule, seed=0, pointer=True,
+                 pad_multiple=0):
         self.store = store
         self.batch_size = min(batch_size, len(store))
         self.schedule = phase_schedule
         self.seed = seed
         self.pointer = pointer
+        self.pad_multiple = pad_multiple
         self.epoch = self.index = self.step = 0
 
     def state_dict(self):
@@ -149,9 +166,13 @@ class TrainStream:
             while self.index + self.batch_size <= len(order):
                 idx = order[self.index:self.index + self.batch_size]
                 phase = self.schedule.phase(self.step)
-                examples = [self.store.example(i, phase["max_enc_steps"], phase["max_dec_steps"])
-                            for i in idx]
-                batch = cnndm.make_batch(examples, self.store.vocab)
+                enc, dec = phase["max_enc_steps"], phase["max_dec_steps"]
+                examples = [self.store.example(i, enc, dec) for i in idx]
+                m = self.pad_multiple
+                batch = cnndm.make_batch(
+                    examples, self.store.vocab,
+                    padded_length(max(len(e.enc_input) for e in examples), m, enc),
+                    padded_length(max(len(e.dec_input) for e in examples), m, dec))
                 self.index += self.batch_size
                 self.step += 1
                 yield model_inputs(batch, self.store.vocab, self.pointer, with_targets=True)
@@ -462,7 +483,7 @@ class SummarizationTask(Task):
         if before_training:
             before_training()
         pointer = model_config.head == "pointer"
-        stream_args = (store, c.batch_size, phases, c.seed, pointer)
+        stream_args = (store, c.batch_size, phases, c.seed, pointer, c.pad_multiple)
         trainer = Trainer(lambda: build_model(model_config), train_config,
                           resumable_train_data(lambda: TrainStream(*stream_args)),
                           eval_fn=evaluator.eval_fn,

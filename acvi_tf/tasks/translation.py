@@ -24,8 +24,9 @@ from acvi_tf.models import build_model
 from acvi_tf.run.directory import check_model_config, check_vocab_size, save_vocab
 from acvi_tf.run.restore import warm_start_fn
 from acvi_tf.run.results import finish_results
-from acvi_tf.tasks.base import (BatchedDecoder, Evaluator, Task, register_task, sampled_decodes,
-                                resumable_train_data, system_name, write_attention_plots)
+from acvi_tf.tasks.base import (BatchedDecoder, Evaluator, Task, pad_to_multiple,
+                                register_task, resumable_train_data, sampled_decodes,
+                                system_name, write_attention_plots)
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.training.trainer import Trainer, is_chief
@@ -108,18 +109,6 @@ def model_config(arch, data):
     return dataclasses.replace(arch, src_vocab_size=len(data.src_vocab),
                                tgt_vocab_size=len(data.tgt_vocab), pad_id=PAD_ID,
                                unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID)
-
-
-def pad_to_multiple(batch, multiple):
-    if not multiple:
-        return batch
-    out = dict(batch)
-    for key in ("src", "tgt_in", "tgt_out"):
-        x = batch[key]
-        length = tf.shape(x)[1]
-        target = (length + multiple - 1) // multiple * multiple
-        out[key] = tf.pad(x, [[0, 0], [0, target - length]])
-    return out
 
 
 def make_train_data(batches, pad_multiple=0):

@@ -243,3 +243,33 @@ def test_the_models_reinforce_term_and_gradient_equal_the_standalone_estimator(m
     assert any(p.startswith("encoder/") for p in nonzero), nonzero
     assert not any(p.startswith(("head/", "lstm_0/", "score/", "embedding/"))
                    for p in nonzero), nonzero
+
+
+def test_the_inference_networks_bilstm_runs_either_implementation_alike():
+    """--lstm_impl reaches the inference network's BiLSTM (Seq2Seq passes it): q's logits
+    and their gradients are the same under scan and keras, padded targets and an empty
+    target row included."""
+    _, mask, memory, targets = _inputs()
+    targets[2] = 0  # a row with no target step
+    variants = [VariationalAttention(D, target_vocab_size=V, lstm_impl=impl)
+                for impl in ("scan", "keras")]
+    for v in variants:
+        v.prepare(tf.constant(memory), tf.constant(mask), targets=tf.constant(targets))
+    rng = np.random.default_rng(3)
+    for a, b in zip(*(v.weights for v in variants)):
+        value = rng.normal(scale=0.5, size=a.shape).astype(np.float32)
+        a.assign(value), b.assign(value)
+    results = []
+    for v in variants:
+        with tf.GradientTape() as tape:
+            logits = v.prepare(tf.constant(memory), tf.constant(mask),
+                               targets=tf.constant(targets))["q_logits"]
+            loss = tf.reduce_sum(tf.nn.log_softmax(logits) * tf.cast(mask[:, None], tf.float32))
+        results.append([logits] + tape.gradient(loss, v.trainable_variables))
+    assert len(results[0]) > 4
+    for a, b in zip(*results):
+        np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b),
+                                   rtol=2e-5, atol=2e-6)
+    model = Seq2Seq(ModelConfig(src_vocab_size=V, tgt_vocab_size=V, embed_dim=8,
+                                encoder_units=4, attention="variational", lstm_impl="keras"))
+    assert model.variant.lstm_impl == "keras"
