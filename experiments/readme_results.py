@@ -60,38 +60,45 @@ def _load(name):
     path = os.path.join(REPO_ROOT, "results", f"{name}.json")
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f), f"results/{name}.json"
+            return json.load(f)
     except FileNotFoundError:
         raise SystemExit(f"{path}: missing; render the table first "
                          f"(python -m experiments.tables {name.replace('_', '-')} ...)")
 
 
+def _block(name, header, rows):
+    """A generated block: a markdown table of ``header`` (cells, alignments) and ``rows``,
+    then where its numbers come from."""
+    source = f"results/{name}.json"
+    return (["| " + " | ".join(c for c, _ in header) + " |",
+             "|" + "|".join(a for _, a in header) + "|"]
+            + ["| " + " | ".join(row) + " |" for row in rows]
+            + ["", f"Generated from [{source}]({source}) ([{name}.md](results/{name}.md): "
+                   f"every run's command)."])
+
+
 def table4_cpu():
-    data, source = _load("table4_cpu")
-    lines = ["| row (Multi30k En→De, CPU scale converged) | test2016 BLEU | val BLEU | "
-             "vs soft attention: Δ [95% interval], Welch p | commit |", "|:--|--:|--:|:--|:--|"]
-    for key, entry in _baseline_first(data, "soft"):
-        lines.append(f"| {entry.get('name', key)} | "
-                     f"{_mean_std(entry['test_bleu'])} | {_mean_std(entry['val_bleu'])} | "
-                     f"{_versus(entry)} | {_commits(entry)} |")
-    return lines + ["", f"Generated from [{source}]({source}) "
-                        f"([table4_cpu.md](results/table4_cpu.md): every run's command)."]
+    data = _load("table4_cpu")
+    header = [("row (Multi30k En→De, CPU scale converged)", ":--"), ("test2016 BLEU", "--:"),
+              ("val BLEU", "--:"), ("vs soft attention: Δ [95% interval], Welch p", ":--"),
+              ("commit", ":--")]
+    return _block("table4_cpu", header, [
+        [entry.get("name", key), _mean_std(entry["test_bleu"]), _mean_std(entry["val_bleu"]),
+         _versus(entry), _commits(entry)] for key, entry in _baseline_first(data, "soft")])
 
 
 def table1_cpu():
-    data, source = _load("table1_cpu")
-    lines = ["| row (CNN/DM, first 500 test articles, CPU scale, 2,000 steps) | ROUGE-1 | ROUGE-2 | "
-             "ROUGE-L | vs pointer-generator + coverage (SA), ROUGE-1: Δ [95% interval], "
-             "Welch p |", "|:--|--:|--:|--:|:--|"]
+    data = _load("table1_cpu")
+    header = [("row (CNN/DM, first 500 test articles, CPU scale, 2,000 steps)", ":--"),
+              ("ROUGE-1", "--:"), ("ROUGE-2", "--:"), ("ROUGE-L", "--:"),
+              ("vs pointer-generator + coverage (SA), ROUGE-1: Δ [95% interval], Welch p",
+               ":--")]
     # The final models only: a coverage run's scores before coverage are a stage of it.
     final = {k: v for k, v in data.items()
              if k.endswith("_coverage") or "softmax" in k or k == "lead-3"}
-    for _, entry in _baseline_first(final, "soft_coverage"):
-        lines.append(f"| {entry['name']} | {_mean_std(entry['rouge_1'])} | "
-                     f"{_mean_std(entry['rouge_2'])} | {_mean_std(entry['rouge_l'])} | "
-                     f"{_versus(entry)} |")
-    return lines + ["", f"Generated from [{source}]({source}) "
-                        f"([table1_cpu.md](results/table1_cpu.md): every run's command)."]
+    return _block("table1_cpu", header, [
+        [entry["name"]] + [_mean_std(entry[k]) for k in ("rouge_1", "rouge_2", "rouge_l")]
+        + [_versus(entry)] for _, entry in _baseline_first(final, "soft_coverage")])
 
 
 BLOCKS = {"table4-cpu": table4_cpu, "table1-cpu": table1_cpu}

@@ -14,6 +14,7 @@ from tests.experiments.test_flagfiles import cli_for, parse
 from experiments import flags as xflags
 from acvi_tf.tasks.base import system_name, system_names
 from tests import cli
+from tests.experiments.fake_training import use_fake_trainer
 
 
 def _settings(flagfile, extra=()):
@@ -426,8 +427,7 @@ def test_seeds_run_in_parallel_are_archived_and_rendered_from_the_archive(tmp_pa
     """``tables run --seeds 0,1 --parallel 2``: seed k > 0 runs in <name>_s<k> with
     --seed=k; every finished run is archived into the table's archive, and the table
     renders from it once the run directories are gone."""
-    import sys
-    from experiments.tables import preflight, runner
+    from experiments.tables import runner
     from experiments.tables.spec import REPO_ROOT
     seeds_plan = runner.plan("table4-cpu", "r", only=["multi30k_ved"], seeds=(0, 1))
     assert [(p[0], p[2]) for p in seeds_plan] == [("multi30k_ved", "r/multi30k_ved"),
@@ -446,13 +446,7 @@ def test_seeds_run_in_parallel_are_archived_and_rendered_from_the_archive(tmp_pa
         "           'bleu': {'dev': 19.0 + s, 'test': 20.0 + s}, 'command': cmd,\n"
         "           'train_command': cmd}, open(os.path.join(d, 'results.json'), 'w'))\n"
         "open(os.path.join(d, 'decode_test.txt'), 'w').write('a b\\n')\n")
-    real_plan = runner.plan
-
-    def plan(*args, **kw):
-        return [(n, [sys.executable, str(fake)] + argv[3:], d, s)
-                for n, argv, d, s in real_plan(*args, **kw)]
-    monkeypatch.setattr(runner, "plan", plan)
-    monkeypatch.setitem(preflight.CHECKS, "translate", lambda *a: True)
+    use_fake_trainer(monkeypatch, fake)
     spec = runner.SPECS["table4-cpu"]
     archive = tmp_path / "archive"
     monkeypatch.setitem(runner.SPECS, "table4-cpu", type(spec)(

@@ -3,12 +3,12 @@ whose union is the unsharded run, into one runs directory, and the table renders
 all of them; a bad --shard is refused naming the flag."""
 
 import os
-import sys
 
 import pytest
 
 from experiments import tables
 from experiments.tables import preflight, runner, shard
+from tests.experiments.fake_training import use_fake_trainer
 
 # A stand-in for training (as in test_tables.py): a translation results.json whose row is
 # the run's name (multi30k_<system>[_s<seed>]), test BLEU 20 + seed.
@@ -45,13 +45,7 @@ def _finished(root):
 def test_two_shards_make_the_runs_of_one_unsharded_run(tmp_path, monkeypatch):
     fake = tmp_path / "fake_train.py"
     fake.write_text(FAKE_TRAIN)
-    real_plan = runner.plan
-
-    def plan(*args, **kw):
-        return [(n, [sys.executable, str(fake)] + argv[3:], d, s)
-                for n, argv, d, s in real_plan(*args, **kw)]
-    monkeypatch.setattr(runner, "plan", plan)
-    monkeypatch.setitem(preflight.CHECKS, "translate", lambda *a: True)
+    use_fake_trainer(monkeypatch, fake)
     spec = runner.SPECS["table4-cpu"]  # no archive: nothing written into the repository
     monkeypatch.setitem(runner.SPECS, "table4-cpu",
                         type(spec)(spec.runs, spec.render, spec.task, profiles=spec.profiles))
