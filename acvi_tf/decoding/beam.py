@@ -136,7 +136,6 @@ class _Search:
 
     def step(self, step, loop):
         """Extends the alive hypotheses by one token; returns the next loop state."""
-        k = self.beam_width
         log_probs, state, extras = self.step_fn(loop["inputs"], loop["state"])
         log_probs = forbid_end(tf.cast(log_probs, tf.float32), self.end_id, step,
                                self.min_length)

@@ -2,7 +2,6 @@
 leaves the run directory as it found it. A resume past the checkpoint's step, a
 truncated newest ``.data`` file, a full disk at a checkpoint, a bad flag value's help."""
 
-import errno
 import glob
 import os
 import shutil
