@@ -18,7 +18,13 @@ A B C ...), so a load that changes during the run affects every row alike:
 * ``soft_plain_loop`` and ``acvi_kl0_plain_loop``: ``soft`` and ``acvi_kl0`` with the
   straightforward teacher-forced loop (``Seq2Seq.defer_loop_gradients = False``: the
   target lookup and the gradients of h_i, the keys and sigma^2 per step), the price of
-  what :mod:`acvi_tf.utils.loop_gradients` moves out of the loop.
+  what :mod:`acvi_tf.utils.loop_gradients` moves out of the loop;
+* ``soft_block_lstm`` and ``acvi_kl0_block_lstm``: ``soft`` and ``acvi_kl0`` with the
+  encoder's BiLSTMs run by TensorFlow's fused ``BlockLSTM`` kernel
+  (``--lstm_impl=block``) instead of the scan recurrence (not under ``--xla``: the kernel
+  has no XLA version).
+
+``--rows`` times a subset (e.g. ``--rows=soft,soft_block_lstm``).
 
 The ablated rows are not models anyone should train; they only price the parts.
 ``python -m benchmarks.acvi_ablation --out bench_results/acvi_ablation.json`` writes
@@ -44,8 +50,9 @@ SIZES = {"translation": (TRANSLATION_MODEL, 128, 50, 50),
          "summarization": (dict(SUMMARIZATION_MODEL, dropout=0.0), 16, 400, 100),
          "toy": (TOY_MODEL, 2, 5, 4)}  # checks the harness; times nothing of interest
 ROWS = ("soft", "acvi", "acvi_kl0", "acvi_bound", "acvi_kl0_no_variance", "acvi_kl0_no_noise",
-        "soft_plain_loop", "acvi_kl0_plain_loop")
+        "soft_plain_loop", "acvi_kl0_plain_loop", "soft_block_lstm", "acvi_kl0_block_lstm")
 PLAIN_LOOP = "_plain_loop"
+BLOCK_LSTM = "_block_lstm"
 
 
 def _contexts():
@@ -71,6 +78,8 @@ def row_config(size, row):
         extra["attention_options"] = {"kl_weight": 0.0}
     if row == "acvi_bound":
         extra["attention_options"] = {"kl_estimator": "bound"}
+    if row.endswith(BLOCK_LSTM):
+        extra["lstm_impl"] = "block"
     return ModelConfig(**SIZES[size][0], **extra)
 
 
@@ -143,13 +152,22 @@ def main(argv=None):
     p.add_argument("--size", choices=sorted(SIZES), default="translation")
     p.add_argument("--rounds", type=int, default=5, help="timed steps per row")
     p.add_argument("--xla", action="store_true", help="XLA-compile every row's step")
+    p.add_argument("--rows", default=",".join(ROWS),
+                   help=f"comma-separated rows to time (default all: {', '.join(ROWS)})")
     p.add_argument("--out", default="bench_results/acvi_ablation.json")
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error(f"--rounds: {args.rounds} must be at least 1")
+    rows = [r for r in args.rows.split(",") if r]
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown or not rows:
+        p.error(f"--rows: unknown {', '.join(unknown) or '(none given)'}; choose from "
+                f"{', '.join(ROWS)}")
+    if args.xla:
+        rows = [r for r in rows if not r.endswith(BLOCK_LSTM)]
     load_start = load_average()
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    steps, batch = build_steps(args.size, ROWS, xla=args.xla)
+    steps, batch = build_steps(args.size, rows, xla=args.xla)
     others = OtherLoad().start()
     times = time_rows(steps, batch, args.rounds, log)
     others_cores = others.stop()

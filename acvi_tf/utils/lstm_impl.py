@@ -9,6 +9,9 @@ restores under either, and they give the same values and gradients):
 - ``keras``: the Keras layer called as it is. With its cuDNN-compatible defaults (tanh,
   sigmoid, no recurrent dropout, bias, not unrolled) Keras runs it as one cuDNN kernel
   (``CudnnRNNV3``) when a GPU is visible, and as its generic while loop otherwise.
+- ``block``: :func:`acvi_tf.utils.lstm.block_bidirectional`, TensorFlow's fused CPU kernel
+  ``BlockLSTM`` (forward and backward each one C++ op). No XLA kernel; float32 and
+  float16 only (another dtype, bfloat16, runs ``scan``, logged).
 
 :func:`choose_lstm_impl` maps ``--lstm_impl`` (``auto``, ``scan``, ``keras``) to one of
 the two: ``auto`` takes ``keras`` on a GPU, ``scan`` on CPU and under XLA (cuDNN's RNN
@@ -22,11 +25,11 @@ import logging
 import tensorflow as tf
 
 from acvi_tf.errors import ConfigError
-from acvi_tf.utils.lstm import bidirectional_sequence
+from acvi_tf.utils.lstm import BLOCK_DTYPES, bidirectional_sequence, block_bidirectional
 
 log = logging.getLogger(__name__)
 
-LSTM_IMPLS = ("auto", "scan", "keras")
+LSTM_IMPLS = ("auto", "scan", "keras", "block")
 _logged = set()  # (impl, reason) pairs already logged: one line per choice, not per trace
 _portable = []   # non-empty inside portable(): every choice is scan
 
@@ -59,8 +62,8 @@ def in_xla_context():
 
 
 def choose_lstm_impl(requested="auto", gpu=None, xla=None):
-    """``requested`` (one of :data:`LSTM_IMPLS`) -> ``(impl, reason)``, impl ``scan`` or
-    ``keras``; logs each distinct choice once. ``gpu`` and ``xla`` default to what this
+    """``requested`` (one of :data:`LSTM_IMPLS`) -> ``(impl, reason)``, impl ``scan``,
+    ``keras`` or ``block``; logs each distinct choice once. ``gpu`` and ``xla`` default to what this
     process sees (:func:`gpu_visible`, :func:`in_xla_context`)."""
     if requested not in LSTM_IMPLS:
         raise ConfigError("lstm_impl", f"{requested!r}: choose one of {', '.join(LSTM_IMPLS)}")
@@ -71,6 +74,9 @@ def choose_lstm_impl(requested="auto", gpu=None, xla=None):
     elif requested == "keras" and gpu and xla:
         raise ConfigError("lstm_impl", "keras runs cuDNN's LSTM on a GPU, which XLA cannot "
                           "compile; drop --xla or use --lstm_impl=auto (scan under XLA)")
+    elif requested == "block" and xla:
+        raise ConfigError("lstm_impl", "block runs TensorFlow's BlockLSTM kernel, which XLA "
+                          "cannot compile; drop --xla or use --lstm_impl=auto")
     elif requested != "auto":
         impl, reason = requested, f"--lstm_impl={requested}"
     elif xla:
@@ -89,10 +95,17 @@ def run_bidirectional(layer, x, mask, impl):
     """``layer`` (a Keras ``Bidirectional(LSTM(return_sequences=True,
     return_state=True))``) over ``x`` [B, T, in] with ``mask`` [B, T], by ``impl``:
     ``(outputs [B, T, 2u], (h, c) forward, (h, c) backward)``, outputs zero at padding."""
+    if impl == "block" and x.dtype not in BLOCK_DTYPES:
+        impl = "scan"
+        if ("scan", f"block in {x.dtype.name}") not in _logged:
+            _logged.add(("scan", f"block in {x.dtype.name}"))
+            log.info("encoder LSTM: scan (BlockLSTM has no %s kernel)", x.dtype.name)
     if impl == "scan":
         return bidirectional_sequence(layer, x, mask)
+    if impl == "block":
+        return block_bidirectional(layer, x, mask)
     if impl != "keras":
-        raise ValueError(f"impl must be scan or keras, got {impl!r}")
+        raise ValueError(f"impl must be scan, keras or block, got {impl!r}")
     return keras_bidirectional(layer, x, mask)
 
 

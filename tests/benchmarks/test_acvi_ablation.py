@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from acvi_tf.attention import acvi
@@ -36,3 +37,14 @@ def test_the_ablated_samplers_remove_what_they_say():
     assert 0 < np.abs(noisy - mean).max() < 1e-2
     full = acvi.sample_mixed_context(weights, memory, sigma_sq, seed).numpy()
     assert np.abs(full - mean).max() > 0.1  # sigma = 2: the real sampler is far noisier
+
+
+def test_rows_pick_a_subset_and_unknown_rows_are_refused(tmp_path, capsys):
+    out = tmp_path / "ablation.json"
+    acvi_ablation.main(["--size=toy", "--rounds=1", "--rows=soft,soft_block_lstm",
+                        f"--out={out}"])
+    assert list(json.loads(out.read_text())["rows"]) == ["soft", "soft_block_lstm"]
+    assert acvi_ablation.row_config("toy", "soft_block_lstm").lstm_impl == "block"
+    with pytest.raises(SystemExit):
+        acvi_ablation.main(["--size=toy", "--rows=soft,nope", f"--out={out}"])
+    assert "--rows: unknown nope" in capsys.readouterr().err

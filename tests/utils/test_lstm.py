@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from acvi_tf.models.encoder import Encoder
-from acvi_tf.utils.lstm import bidirectional_sequence
+from acvi_tf.utils.lstm import bidirectional_sequence, block_bidirectional
 from acvi_tf.utils.precision import policy_scope
 
 UNITS, FEATURES = 6, 5
@@ -98,3 +98,30 @@ def test_encoder_runs_its_keras_layers_weights():
                                atol=1e-6)
     assert [v.path for v in enc.weights] == [v.path for layer in enc.layers_
                                              for v in layer.weights]
+
+
+def _block(layer, x, mask):
+    outputs, (fh, fc), (bh, bc) = block_bidirectional(layer, x, mask)
+    return [outputs, fh, fc, bh, bc]
+
+
+def test_fused_block_lstm_equals_keras_in_values_and_gradients():
+    """TensorFlow's BlockLSTM kernel (``--lstm_impl=block``) on the Keras layer's weights:
+    Keras' values and gradients, with right padding both ways."""
+    layer = _layer()
+    x, mask = _inputs()
+    ours = tf.function(lambda: _with_gradients(_block, layer, x, mask))()
+    want = tf.function(lambda: _with_gradients(_keras, layer, x, mask))()
+    for a, b in zip(tf.nest.flatten(ours), tf.nest.flatten(want)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5, atol=2e-6)
+
+
+def test_fused_block_lstm_gives_an_empty_row_the_zero_state_and_no_gradient():
+    layer = _layer()
+    x, mask = _inputs()
+    mask = tf.concat([mask[:2], tf.zeros_like(mask[2:])], 0)  # the one-step row emptied
+    ours = _with_gradients(_block, layer, x, mask)
+    want = _with_gradients(_ours, layer, x, mask)
+    for a, b in zip(tf.nest.flatten(ours), tf.nest.flatten(want)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5, atol=2e-6)
+    assert np.all(ours[0][1][2] == 0) and np.all(ours[1][0][2] == 0)  # h, d loss / d x

@@ -35,6 +35,8 @@ LENGTHS = [6, 3, 1, 0]  # the last row has no real step (cuDNN's fully masked ca
     ("scan", True, False, "scan"),
     ("keras", False, False, "keras"),
     ("keras", False, True, "keras"),  # Keras' generic loop compiles; cuDNN's does not
+    ("block", False, False, "block"),
+    ("block", True, False, "block"),
 ])
 def test_choice(requested, gpu, xla, want):
     assert choose_lstm_impl(requested, gpu=gpu, xla=xla)[0] == want
@@ -43,6 +45,8 @@ def test_choice(requested, gpu, xla, want):
 def test_bad_choices_name_the_flag():
     with pytest.raises(ConfigError, match="lstm_impl: keras runs cuDNN"):
         choose_lstm_impl("keras", gpu=True, xla=True)
+    with pytest.raises(ConfigError, match="lstm_impl: block runs TensorFlow's BlockLSTM"):
+        choose_lstm_impl("block", gpu=False, xla=True)
     with pytest.raises(ConfigError, match="lstm_impl: 'cudnn'"):
         choose_lstm_impl("cudnn", gpu=False, xla=False)
     with pytest.raises(ConfigError, match="lstm_impl"):
@@ -81,10 +85,11 @@ def test_xla_context_is_seen_when_tracing():
     assert seen == [True, False] and not in_xla_context()
 
 
-def _encoders(layers=2, dropout=0.0):
-    """A scan encoder with random weights (biases too) and a keras one holding the same."""
+def _encoders(layers=2, dropout=0.0, other="keras"):
+    """A scan encoder with random weights (biases too) and an ``other`` one holding the
+    same."""
     scan = Encoder(VOCAB, EMBED, UNITS, layers, dropout, lstm_impl="scan", name="encoder")
-    keras_ = Encoder(VOCAB, EMBED, UNITS, layers, dropout, lstm_impl="keras", name="encoder")
+    keras_ = Encoder(VOCAB, EMBED, UNITS, layers, dropout, lstm_impl=other, name="encoder")
     ids, mask = _batch()
     scan(ids, mask), keras_(ids, mask)  # build
     rng = np.random.default_rng(0)
@@ -119,10 +124,11 @@ def _run(encoder, ids, mask, training):
     return outs, tape.gradient(loss, encoder.trainable_variables)
 
 
-def test_keras_equals_scan_in_values_and_gradients():
+@pytest.mark.parametrize("other", ["keras", "block"])
+def test_keras_and_block_equal_scan_in_values_and_gradients(other):
     """In training (dropout between the layers, drawn the same for both)."""
     training = True
-    scan, keras_ = _encoders(dropout=0.3)
+    scan, keras_ = _encoders(dropout=0.3, other=other)
     ids, mask = _batch()
     want_outs, want_grads = tf.function(lambda: _run(scan, ids, mask, training))()
     outs, grads = tf.function(lambda: _run(keras_, ids, mask, training))()
@@ -146,10 +152,11 @@ def _model_batch(seed=1):
                                                       seed=seed).batch_at(0).items()}
 
 
-def test_training_steps_match():
+@pytest.mark.parametrize("other", ["keras", "block"])
+def test_training_steps_match(other):
     """Two Adam steps with dropout from the same weights: the same loss terms at every
     step under either implementation (the first step's gradients moved the weights)."""
-    models = [_model(impl, dropout=0.2) for impl in ("scan", "keras")]
+    models = [_model(impl, dropout=0.2) for impl in ("scan", other)]
     for m in models:
         m.build_for_checkpoint(_model_batch())
     for a, b in zip(*(m.weights for m in models)):
