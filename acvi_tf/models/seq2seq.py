@@ -13,7 +13,7 @@ from acvi_tf.attention.scores import SCORES
 from acvi_tf.models.decoder import AttentionDecoder
 from acvi_tf.models.encoder import Bridge, Encoder
 from acvi_tf.models.heads import HEADS
-from acvi_tf.utils.loop_gradients import LOOP_KEY, LoopGradients
+from acvi_tf.utils.loop_gradients import LOOP_KEY, SHARED_ROWS_KEY, LoopGradients, SharedRows
 from acvi_tf.utils.ops import fold_seed, sequence_mask, stateless_uniform
 from acvi_tf.utils.precision import policy_scope, to_float32
 
@@ -374,6 +374,8 @@ class Seq2Seq(keras.Model):
                                           start_ids, self.config.eos_id,
                                           max_length, min_length=min_length)
         tiled_memory = decoding.tile_beam(memory_state, beam_width)
+        # The step's products linear in the memory read it once per sentence, not K times.
+        tiled_memory[SHARED_ROWS_KEY] = SharedRows(beam_width, memory_state, tiled_memory)
 
         def beam_step_fn(ids, s):
             return self.step(ids, s, tiled_memory, training=False)

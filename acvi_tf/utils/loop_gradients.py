@@ -25,12 +25,20 @@ the gradients are equal up to floating-point summation order (``tests/utils``).
 The step code asks for such a product with :func:`contract` and ``memory_state``;
 without a :class:`LoopGradients` in ``memory_state`` (decoding, evaluation, a variant or
 score that did not declare the tensor) it is the plain ``einsum``.
+
+Beam search meets the same products from the other side: it tiles every per-source
+tensor K times (row b*K + k a copy of row b), and the step's products read all K copies.
+A :class:`SharedRows` in ``memory_state`` lets :func:`contract` read the untiled tensor
+once per batch element instead, with the K rows' weights as one [K, ...] operand: one
+small matrix product per element in place of K matrix-vector products over K copies.
 """
 
 import tensorflow as tf
 
 # The key of a LoopGradients in a decoder step's memory_state (teacher forcing only).
 LOOP_KEY = "loop_gradients"
+# The key of a SharedRows in a beam-search step's memory_state.
+SHARED_ROWS_KEY = "shared_rows"
 
 
 def _axes(equation):
@@ -59,20 +67,56 @@ def adjoint(equation):
 
 
 def tensors_only(memory_state):
-    """``memory_state`` without its :class:`LoopGradients` (for Keras layers' calls)."""
-    if LOOP_KEY not in memory_state:
+    """``memory_state`` without its :class:`LoopGradients` or :class:`SharedRows` (for
+    Keras layers' calls)."""
+    if LOOP_KEY not in memory_state and SHARED_ROWS_KEY not in memory_state:
         return memory_state
-    return {k: v for k, v in memory_state.items() if k != LOOP_KEY}
+    return {k: v for k, v in memory_state.items() if k not in (LOOP_KEY, SHARED_ROWS_KEY)}
+
+
+class SharedRows:
+    """The per-source tensors of a memory_state tiled ``group`` times by row (beam search:
+    row b * K + k is a copy of row b), kept with their untiled originals.
+
+    ``contract(name, equation, weights, value)`` computes ``einsum(equation, weights,
+    value)`` for the tiled ``value`` from the untiled one: the weights of each group of
+    K rows become one operand, ``"bd,bnd->bn"`` becomes ``"bkd,bnd->bkn"``. It applies
+    only when ``value`` is the very tensor tiled under ``name`` and the equation's first
+    axis is the batch in all three places; otherwise None (the caller's plain product)."""
+
+    def __init__(self, group, untiled, tiled):
+        self.group = group
+        self._untiled = {k: v for k, v in untiled.items() if tf.is_tensor(v)}
+        self._tiled = {k: v for k, v in tiled.items() if k in self._untiled}
+
+    def contract(self, name, equation, weights, value):
+        if name is None or self._tiled.get(name) is not value:
+            return None
+        w, x, y = _axes(equation)
+        if not (w[:1] == x[:1] == y[:1] == "b"):
+            return None
+        free = next(c for c in "kjmpqrsuvxyz" if c not in equation)
+        untiled = self._untiled[name]
+        grouped = tf.reshape(tf.cast(weights, untiled.dtype),
+                             tf.concat([[-1, self.group], tf.shape(weights)[1:]], 0))
+        out = tf.einsum(f"b{free}{w[1:]},{x}->b{free}{y[1:]}", grouped, untiled)
+        return tf.reshape(out, tf.concat([[-1], tf.shape(out)[2:]], 0))
 
 
 def contract(memory_state, name, equation, weights, value):
     """``einsum(equation, weights, value)``; inside a teacher-forced loop whose
     ``memory_state`` carries a :class:`LoopGradients` that declared ``name``, with
-    ``value``'s gradient summed after the loop."""
+    ``value``'s gradient summed after the loop; in a beam search whose ``memory_state``
+    carries a :class:`SharedRows`, from the untiled ``value``."""
     loop = None if memory_state is None else memory_state.get(LOOP_KEY)
-    if loop is None or name not in loop:
-        return tf.einsum(equation, tf.cast(weights, value.dtype), value)
-    return loop.contract(name, weights)
+    if loop is not None and name in loop:
+        return loop.contract(name, weights)
+    shared = None if memory_state is None else memory_state.get(SHARED_ROWS_KEY)
+    if shared is not None:
+        out = shared.contract(name, equation, weights, value)
+        if out is not None:
+            return out
+    return tf.einsum(equation, tf.cast(weights, value.dtype), value)
 
 
 class LoopGradients:

@@ -192,3 +192,32 @@ def test_loop_gradients_summed_after_the_loop_equal_the_per_step_ones(variant, s
 def test_unknown_variant_lists_choices():
     with pytest.raises(ValueError, match="soft"):
         Seq2Seq(tiny_config(attention="nope"))
+
+
+@pytest.mark.parametrize("score", ["additive", "multiplicative"])
+@pytest.mark.parametrize("variant", attention.available())
+def test_beam_search_reading_the_untiled_memory_changes_nothing(variant, score, monkeypatch):
+    """Beam search's products linear in the memory read it once per sentence
+    (loop_gradients.SharedRows): the same hypotheses, scores and attention as the plain
+    products over the K tiled copies."""
+    from acvi_tf.utils import loop_gradients
+    keras.utils.set_random_seed(0)
+    model = Seq2Seq(tiny_config(attention=variant, score=score))
+    batch = {k: tf.constant(v) for k, v in ReverseTask(vocab_size=V, batch_size=3).batch_at(2).items()}
+    grouped_calls = []
+    contract = loop_gradients.SharedRows.contract
+
+    def counted(self, *args):
+        out = contract(self, *args)
+        grouped_calls.append(out is not None)
+        return out
+    monkeypatch.setattr(loop_gradients.SharedRows, "contract", counted)
+    shared = model.decode(batch, beam_width=4, max_length=6)
+    monkeypatch.setattr(loop_gradients.SharedRows, "contract", lambda self, *a: None)
+    plain = model.decode(batch, beam_width=4, max_length=6)
+    np.testing.assert_array_equal(shared["ids"].numpy(), plain["ids"].numpy())
+    for key in ("scores", "log_probs", "attention"):
+        np.testing.assert_allclose(shared[key].numpy(), plain[key].numpy(), atol=1e-5,
+                                   err_msg=key)
+    if variant == "soft":  # its context is a weighted sum of the memory: grouped
+        assert any(grouped_calls)

@@ -92,3 +92,27 @@ def test_misuse_is_refused():
     # Without a LoopGradients in memory_state, contract is the plain product.
     np.testing.assert_allclose(contract({}, "memory", "bn,bnd->bd", tf.ones([1, 2]), memory),
                                [[2.0, 2.0, 2.0]])
+
+
+@pytest.mark.parametrize("equation,weights_shape", [("bd,bnd->bn", [6, 4]),
+                                                    ("bn,bnd->bd", [6, 5])])
+def test_shared_rows_equal_the_product_over_the_tiled_copies(equation, weights_shape):
+    """Beam search's tiled memory (row b*K + k a copy of row b, K = 3): the grouped
+    product over the untiled tensor equals einsum over the tiled one; a tensor that is not
+    the tiled one under its name, or an unnamed product, is left to the caller (None)."""
+    from acvi_tf.decoding import tile_beam
+    from acvi_tf.utils.loop_gradients import SHARED_ROWS_KEY, SharedRows, contract
+    rng = np.random.default_rng(0)
+    untiled = {"memory": tf.constant(rng.normal(size=[2, 5, 4]), tf.float32)}
+    tiled = tile_beam(untiled, 3)
+    shared = SharedRows(3, untiled, tiled)
+    weights = tf.constant(rng.normal(size=weights_shape), tf.float32)
+    want = tf.einsum(equation, weights, tiled["memory"])
+    got = shared.contract("memory", equation, weights, tiled["memory"])
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+    state = {**tiled, SHARED_ROWS_KEY: shared}
+    np.testing.assert_allclose(contract(state, "memory", equation, weights, tiled["memory"]),
+                               want.numpy(), rtol=1e-6, atol=1e-6)
+    other = tf.identity(tiled["memory"])
+    assert shared.contract("memory", equation, weights, other) is None
+    assert shared.contract(None, equation, weights, tiled["memory"]) is None
