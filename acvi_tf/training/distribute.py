@@ -26,12 +26,15 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from acvi_tf.errors import RunError
+
 SHARED_MARKER = "shared_dir_check.json"  # written by the chief, read by every worker
 _KEY_BASES = itertools.count(0, 100_000)  # collective group keys of each MirroredStrategy
 
 
-class StrategyError(RuntimeError):
-    """A strategy that cannot be made as asked (the message says why and what to do)."""
+class StrategyError(RunError):
+    """A strategy that cannot be made or run as asked (the message says why and what to
+    do); the CLIs print it as one ``error:`` line."""
 
 
 def runtime_started():
