@@ -6,6 +6,7 @@ validation (:class:`TranslationEvaluator`). It takes a :class:`TranslationConfig
 :class:`~acvi_tf.tasks.base.DecodeConfig` and a :class:`~acvi_tf.tasks.base.RunInfo`.
 """
 
+import atexit
 import dataclasses
 import os
 import shutil
@@ -313,8 +314,10 @@ class TranslationTask(Task):
                 # last), else trains the same model (same text and seed) in a directory
                 # of its own: two processes writing the shared one at once race.
                 shared = tr.default_bpe_dir(c.bpe_vocab_size)
-                own = (shared if os.path.exists(os.path.join(shared, subwords.SPM_MODEL))
-                       else tempfile.mkdtemp(prefix="acvi-worker-bpe-"))
+                own = shared
+                if not os.path.exists(os.path.join(shared, subwords.SPM_MODEL)):
+                    own = tempfile.mkdtemp(prefix="acvi-worker-bpe-")
+                    atexit.register(shutil.rmtree, own, True)
                 spm_model = tr.train_bpe(own, c.bpe_vocab_size, seed=0)
             elif not os.path.exists(spm_model):
                 shared = tr.default_bpe_dir(c.bpe_vocab_size)

@@ -6,7 +6,6 @@ clear error. The replicas are logical CPU devices in a forked process (the split
 come before TensorFlow starts)."""
 
 import json
-import os
 import textwrap
 
 import numpy as np
