@@ -67,7 +67,7 @@ TRAIN_FLAGS = ("train_steps", "optimizer", "learning_rate", "lr_decay", "warmup_
                "batch_size", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                "gumbel_fraction", "progress", "seed", "xla", "strategy", "num_devices",
                "kl_anneal_steps", "kl_anneal", "noise_warmup_steps", "init_from",
-               "select_best", "lstm_impl")
+               "select_best", "lstm_impl", "deterministic")
 DECODE_FLAGS = ("beam_width", "decode_max_length", "min_length", "length_normalization",
                 "alpha", "eval_beam_width", "eval_subset", "decode_batch_size",
                 "diversity_samples", "diversity_sources")
@@ -131,8 +131,12 @@ def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):
                          "applies under --xla only.", lower_bound=0, flag_values=fv)
     flags.DEFINE_enum("strategy", "default", STRATEGIES, "tf.distribute strategy.",
                       flag_values=fv)
-    flags.DEFINE_integer("num_devices", 0, "mirrored: use this many local devices (0: all).",
-                         lower_bound=0, flag_values=fv)
+    flags.DEFINE_integer("num_devices", 0, "mirrored: use this many local devices (0: all; "
+                         "on a machine without GPUs, N > 1 splits the CPU into N logical "
+                         "devices).", lower_bound=0, flag_values=fv)
+    flags.DEFINE_bool("deterministic", False, "tf.config.experimental.enable_op_determinism: "
+                      "the same weights from the same command (bit-exact reruns and resumes "
+                      "on GPU), at some speed.", flag_values=fv)
     flags.DEFINE_bool("dry_run", False, "Print the resolved command and check the data files "
                       "of every split; exit 3 if any is missing or partial.", flag_values=fv)
     flags.DEFINE_bool("allow_partial_data", False,
@@ -456,11 +460,20 @@ def train_config_from_flags(model_dir, flag_values=FLAGS):
         gumbel_fraction=fv.gumbel_fraction, progress=fv.progress,
         kl_anneal_steps=fv.kl_anneal_steps, kl_anneal=fv.kl_anneal,
         noise_warmup_steps=fv.noise_warmup_steps, init_from=fv.init_from or "",
-        select_best=fv.select_best or "")
+        select_best=fv.select_best or "", deterministic=fv.deterministic)
+
+
+_STRATEGIES = {}  # (strategy, num_devices) -> the strategy this process made
 
 
 def make_strategy(flag_values=FLAGS):
-    return _make_strategy(flag_values.strategy, flag_values.num_devices or None)
+    """The ``--strategy`` of this process, made once: :func:`resolve_run_flags` makes it
+    before anything starts TensorFlow (a multi-worker strategy and logical CPU devices
+    can only be set up then), and the training reuses it."""
+    key = (flag_values.strategy, flag_values.num_devices or None)
+    if key not in _STRATEGIES:
+        _STRATEGIES[key] = _make_strategy(*key)
+    return _STRATEGIES[key]
 
 
 def config_from_flags(cls, flag_values=FLAGS, **overrides):
@@ -654,8 +667,14 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
     if saved is None and mode in ("eval",) + READ_ONLY_MODES:
         raise FlagError("model_dir", f"{model_dir} holds no trained model (run_config.json "
                         f"is missing); train first")
-    if mode in ("train", "train_eval") and not fv.dry_run:
-        check_device(fv)
+    if mode in ("train", "train_eval") and not getattr(fv, "dry_run", False):
+        check_device(fv)  # lists devices only: TensorFlow's context is not started
+        # Before the flag checks build layers (which starts TensorFlow): issue 42.
+        from acvi_tf.training.distribute import StrategyError
+        try:
+            make_strategy(fv)
+        except StrategyError as e:
+            raise SystemExit(f"error: {e}") from None
     return saved
 
 

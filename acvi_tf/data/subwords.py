@@ -152,7 +152,24 @@ class SentencePieceCodec:
             raise DataError(f"{model_path}: ids 0-3 are {pieces[:4]}, expected {list(SPECIALS)} "
                             f"(train it with train_sentencepiece)")
         self.vocab = Vocab(pieces)
+        self._proto = proto
         self.tokenizer = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
+
+    def _again(self, fn):
+        """``fn()``, once more with a new tokenizer if its model is gone: tensorflow-text
+        keeps the model in its op's kernel, and TensorFlow drops its eager kernels when
+        the global seed is set (``keras.utils.set_random_seed``, which the Trainer calls
+        after the training data is encoded: the dev set's encoding failed with "Resource
+        ..._SentencepieceOp... does not exist", issue 42)."""
+        try:
+            return fn()
+        except tf.errors.NotFoundError as e:
+            if "SentencepieceOp" not in str(e):
+                raise
+            import tensorflow_text as tf_text
+            self.tokenizer = tf_text.SentencepieceTokenizer(model=self._proto,
+                                                            out_type=tf.int32)
+            return fn()
 
     def __len__(self):
         return len(self.vocab)
@@ -167,6 +184,9 @@ class SentencePieceCodec:
         texts = list(texts)
         if not texts:
             return []
+        return self._again(lambda: self._encode(texts, batch_size))
+
+    def _encode(self, texts, batch_size):
         ds = (tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
               .batch(batch_size)
               .map(self.tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
@@ -184,10 +204,11 @@ class SentencePieceCodec:
         cleaned = [self.vocab.encode(self.vocab.decode(ids)) for ids in ids_batch]
         if not cleaned:
             return []
-        texts = self.tokenizer.detokenize(to_ragged(cleaned)).numpy().tolist()
+        texts = self._again(
+            lambda: self.tokenizer.detokenize(to_ragged(cleaned)).numpy().tolist())
         return [t.decode("utf-8") for t in texts]
 
     def pieces(self, text):
         """The pieces of one string (for inspection and tests)."""
-        ids = self.tokenize(tf.constant([text])).flat_values.numpy()
+        ids = self._again(lambda: self.tokenize(tf.constant([text])).flat_values.numpy())
         return [self.vocab.id_to_token(int(i)) for i in ids]

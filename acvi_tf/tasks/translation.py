@@ -6,9 +6,11 @@ validation (:class:`TranslationEvaluator`). It takes a :class:`TranslationConfig
 :class:`~acvi_tf.tasks.base.DecodeConfig` and a :class:`~acvi_tf.tasks.base.RunInfo`.
 """
 
+import atexit
 import dataclasses
 import os
 import shutil
+import tempfile
 from typing import Optional
 
 import numpy as np
@@ -296,9 +298,16 @@ class TranslationTask(Task):
         if c.dataset == "wmt16_en_ro":
             spm_model = os.path.join(bpe_dir, subwords.SPM_MODEL)
             if not os.path.exists(spm_model) and not is_chief():
-                # the chief copies it into model_dir; the other workers read the shared one
-                spm_model = tr.train_bpe(tr.default_bpe_dir(c.bpe_vocab_size),
-                                         c.bpe_vocab_size, seed=0)
+                # The chief trains the shared model and copies it into model_dir; another
+                # worker reads the shared one once it is complete (spm.model is written
+                # last), else trains the same model (same text and seed) in a directory
+                # of its own: two processes writing the shared one at once race.
+                shared = tr.default_bpe_dir(c.bpe_vocab_size)
+                own = shared
+                if not os.path.exists(os.path.join(shared, subwords.SPM_MODEL)):
+                    own = tempfile.mkdtemp(prefix="acvi-worker-bpe-")
+                    atexit.register(shutil.rmtree, own, True)
+                spm_model = tr.train_bpe(own, c.bpe_vocab_size, seed=0)
             elif not os.path.exists(spm_model):
                 shared = tr.default_bpe_dir(c.bpe_vocab_size)
                 self.log(f"training/reusing the shared BPE model in {shared} ...")

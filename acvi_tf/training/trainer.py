@@ -32,6 +32,8 @@ import tensorflow as tf
 
 from acvi_tf.training import schedules, summaries
 from acvi_tf.training.adam import Adam
+from acvi_tf.training.distribute import (  # noqa: F401 - make_strategy: this module's API
+    check_shared_model_dir, is_chief, make_strategy, trim_to_replicas)
 from acvi_tf.training.step import train_step
 from acvi_tf.utils import manifest
 from acvi_tf.utils.ops import fold_seed
@@ -59,6 +61,8 @@ class TrainConfig:
     warmup_steps: int = 0              # "cosine": linear warm-up from 0 over these steps
     clip_norm: float = 5.0             # global-norm gradient clipping (0: off)
     seed: int = 0                      # run seed: parameters, dropout, ACVI noise
+    deterministic: bool = False        # tf.config.experimental.enable_op_determinism
+                                       # (bit-exact reruns and resumes on GPU)
     jit_compile: bool = False          # XLA-compile the training step
     log_every: int = 50                # scalars to TensorBoard and the progress line
     eval_every: int = 500              # validation (0: only at the end)
@@ -120,40 +124,6 @@ XLA_REPLICAS_MESSAGE = (
 def xla_replicas_supported():
     """Whether an XLA-compiled step can run on several replicas here (GPUs only)."""
     return bool(tf.config.list_physical_devices("GPU"))
-
-
-def is_chief(strategy=None):
-    """Whether this process writes the run's files. Under ``MultiWorkerMirroredStrategy``
-    only the chief does (the ``chief`` task, else worker 0); the cluster comes from the
-    strategy's resolver, or from ``TF_CONFIG`` before a strategy exists."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is not None and resolver.task_type is not None:
-        task_type, task_id = resolver.task_type, resolver.task_id
-        cluster = resolver.cluster_spec().as_dict()
-    else:
-        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-        if not config.get("task"):
-            return True
-        task_type, task_id = config["task"].get("type"), config["task"].get("index", 0)
-        cluster = config.get("cluster", {})
-    if task_type == "chief":
-        return True
-    return task_type == "worker" and int(task_id) == 0 and "chief" not in cluster
-
-
-def make_strategy(name="default", num_devices=None):
-    """``default`` (one device), ``mirrored`` (all local devices), ``multiworker``."""
-    if name == "default":
-        return tf.distribute.get_strategy()
-    if name == "mirrored":
-        devices = None
-        if num_devices:
-            devices = [d.name for d in tf.config.list_logical_devices("CPU")][:num_devices] \
-                if not tf.config.list_logical_devices("GPU") else None
-        return tf.distribute.MirroredStrategy(devices)
-    if name == "multiworker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
-    raise ValueError(f"--strategy={name!r}: choose default, mirrored or multiworker")
 
 
 def _stderr(message):
@@ -431,6 +401,11 @@ class Trainer:
         self.write_dir = config.model_dir if self.is_chief else tempfile.mkdtemp(
             prefix="acvi-worker-")
         keras.utils.set_random_seed(config.seed)
+        if config.deterministic:  # process-wide: GPU kernels without atomics, one order
+            tf.config.experimental.enable_op_determinism()
+        # a worker that does not see the chief's model_dir would resume from other states
+        check_shared_model_dir(self.strategy, config.model_dir, self.is_chief)
+        self._dropped_rows = 0  # rows of batches the replicas did not divide (trimmed)
         with self.strategy.scope():
             self.model = model_fn()
             self.optimizer = make_optimizer(config, model_precision(self.model))
@@ -627,6 +602,32 @@ class Trainer:
         return train_step(model, self.optimizer, batch, seed, self.config.clip_norm, anneal,
                           num_replicas)
 
+    def _check_finite(self, unchecked):
+        """Raises :class:`TrainingDiverged` for the first of ``unchecked`` (``[(step,
+        metrics)]``) whose loss or gradient was not finite, reading all their ``finite``
+        flags in one transfer. The Trainer calls it before every log, evaluation and
+        checkpoint, so a diverged step never reaches a checkpoint. With one replica its
+        update was not applied (``step.train_step``); later steps may have run since."""
+        if not unchecked:
+            return
+        finite = tf.stack([m["finite"] for _, m in unchecked]).numpy()
+        bad = np.flatnonzero(finite < 1.0)
+        if not bad.size:
+            return
+        step, metrics = unchecked[int(bad[0])]
+        values = {k: float(v) for k, v in metrics.items() if k != "finite"}
+        found = unchecked[-1][0]
+        # (under a tf.distribute strategy the update cannot be skipped: step.train_step)
+        skipped = not tf.distribute.has_strategy() and not isinstance(
+            self.strategy, (tf.distribute.MirroredStrategy,
+                            tf.distribute.MultiWorkerMirroredStrategy))
+        raise TrainingDiverged(
+            f"non-finite loss or gradient at step {step} ({_fmt(values)}); "
+            f"{'the update was not applied and ' if skipped else ''}nothing was saved"
+            f"{f' (found at step {found}, the next check)' if found != step else ''}: the "
+            f"last good checkpoint is {self.manager.latest_checkpoint or '(none yet)'} in "
+            f"{self.config.model_dir}")
+
     def _read_modes(self, modes):
         """The schedule modes the model reads (all of them when it does not say)."""
         read = getattr(self.model, "read_modes", lambda: None)()
@@ -660,14 +661,24 @@ class Trainer:
         return self._train_fns[key]
 
     def _distribute(self, batch):
+        """The batch as the replicas' inputs; None for a batch of fewer rows than
+        replicas. Rows the replicas do not divide are dropped (said the first time, and
+        counted in the history), so each replica gets an equal share of the rest."""
         r = self.strategy.num_replicas_in_sync
         batch = _to_tensors(batch)
         if r == 1:
             return batch
         size = int(next(v for v in batch.values() if v.shape.rank).shape[0])
-        if size % r:
-            raise ValueError(f"batch size {size} is not divisible by the {r} replicas")
-        per = size // r
+        batch, dropped = trim_to_replicas(batch, r)
+        if dropped:
+            if not self._dropped_rows:
+                self.log(f"a batch of {size} rows is not divisible by the {r} replicas: "
+                         f"its last {dropped} rows are dropped (the same for every such "
+                         f"batch; the total is logged at the end)")
+            self._dropped_rows += dropped
+        if batch is None:
+            return None
+        per = (size - dropped) // r
 
         def value_fn(ctx):
             i = ctx.replica_id_in_sync_group
@@ -705,6 +716,7 @@ class Trainer:
         position = saved_position
         bar = _progress(cfg.progress, cfg.train_steps, step)
         window, t0, last = [], time.time(), {}
+        unchecked = []  # [(step, metrics)] whose finiteness the host has not read yet
         while step < end:
             try:
                 batch, next_position = next(iterator)
@@ -719,28 +731,38 @@ class Trainer:
                         self._history({"step": step, "warm_start": self.warm_start(self.model)})
             modes = self.mode_schedule.modes(step)
             inputs = self._distribute(batch)
+            position = next_position
+            if inputs is None:  # fewer rows than replicas: dropped whole, no step
+                continue
             metrics = self._train_fn(modes, inputs)(inputs, tf.constant(step, tf.int64))
-            if float(metrics["finite"]) < 1.0:
-                bad = {k: float(v) for k, v in metrics.items() if k not in ("finite",)}
-                raise TrainingDiverged(
-                    f"non-finite loss or gradient at step {step + 1} ({_fmt(bad)}); the update was "
-                    f"not applied and nothing was saved: the last good checkpoint is "
-                    f"{self.manager.latest_checkpoint or '(none yet)'} in {cfg.model_dir}")
             step += 1
             self.step.assign(step)
-            position = next_position
             window.append(metrics)
+            unchecked.append((step, metrics))
             if bar:
                 bar.update(1)
-            if step % cfg.log_every == 0 or step == end:
+            logs = step % cfg.log_every == 0 or step == end
+            evals = bool(cfg.eval_every) and step % cfg.eval_every == 0 and step < end
+            saves = step % cfg.checkpoint_every == 0 and step < end
+            if logs or evals or saves:
+                # The one wait for the device: before anything is logged, evaluated or
+                # saved, never every step (issue 42: a host sync per step).
+                self._check_finite(unchecked)
+                unchecked = []
+            if logs:
                 last = self._log(window, step, time.time() - t0, modes, bar)
                 window, t0 = [], time.time()
-            if cfg.eval_every and step % cfg.eval_every == 0 and step < end:
+            if evals:
                 self.evaluate(step)
-            if step % cfg.checkpoint_every == 0 and step < end:
+            if saves:
                 self.save(position)
         if bar:
             bar.close()
+        if self._dropped_rows:
+            r = self.strategy.num_replicas_in_sync
+            self.log(f"{self._dropped_rows} rows of batches not divisible by the {r} "
+                     f"replicas were dropped in this session")
+            self._history({"step": step, "dropped_rows": self._dropped_rows})
         if first is None and latest is None:
             raise RuntimeError("train_steps is 0 and no checkpoint exists")
         # (this session's last save, else the one it resumed from: the state file may

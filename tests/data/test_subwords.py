@@ -52,3 +52,20 @@ def test_codec_round_trip_matches_sentencepiece(model):
 def test_pieces_to_text_joins_bytes_and_word_marks():
     assert subwords.pieces_to_text(["▁a", "b", "▁", "<0xC3>", "<0xA9>", "c"]) == "ab éc"
     assert subwords.pieces_to_text(["<0xE2>", "<0x82>", "<0xAC>"]) == "€"
+
+
+def test_codec_survives_the_global_seed_being_set(model):
+    """tensorflow-text keeps the model in its op's kernel, and setting the global seed
+    (keras.utils.set_random_seed: the Trainer, after the training data is encoded) drops
+    TensorFlow's eager kernels: the dev set's encoding then failed on every WMT run
+    (issue 42). The codec builds its tokenizer again and gives the same pieces."""
+    import tensorflow as tf
+    codec = subwords.SentencePieceCodec(model)
+    texts = ["ședința Parlamentului 7", "the session of Parliament"]
+    before = [i.tolist() for i in codec.encode(texts)]
+    tf.random.set_seed(1234)
+    assert [i.tolist() for i in codec.encode(texts)] == before
+    tf.random.set_seed(1234)
+    assert codec.decode(before) == codec.decode([list(i) for i in codec.encode(texts)])
+    tf.random.set_seed(1234)
+    assert codec.pieces("the session")[0].startswith("▁")

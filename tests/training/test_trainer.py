@@ -116,6 +116,49 @@ def test_non_finite_loss_stops_cleanly_and_keeps_last_checkpoint(tmp_path):
     assert trainer.manager.latest_checkpoint.endswith("ckpt-2")
 
 
+def test_finiteness_is_read_at_log_and_checkpoint_steps_only_and_still_stops(tmp_path):
+    """The host reads the steps' finite flags before each log, evaluation and checkpoint,
+    not every step (issue 42: a device sync per step). A NaN loss at step 5 (log_every=8,
+    checkpoint_every=3) is found at step 6, before step 6's checkpoint: ckpt-3 stays the
+    last, the message names step 5 and where it was found, and the weights are finite
+    (one replica: the bad update was not applied, later steps were)."""
+    task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
+    cfg = TrainConfig(model_dir=str(tmp_path / "nan"), train_steps=8, learning_rate=0.01,
+                      log_every=8, eval_every=0, checkpoint_every=3, progress=False)
+    trainer = Trainer(lambda: Seq2Seq(_cfg(attention="soft")), cfg, task, log=lambda m: None)
+    real_loss_terms = trainer.model.loss_terms
+
+    def loss_terms(batch, training=False, seed=0):
+        terms = real_loss_terms(batch, training=training, seed=seed)
+        if training:
+            bad = tf.equal(trainer.step, 4)
+            terms["objective"] = tf.where(bad, np.float32(np.nan), terms["objective"])
+        return terms
+
+    trainer.model.loss_terms = loss_terms
+    checked = []
+    real_check = trainer._check_finite
+    trainer._check_finite = lambda unchecked: (checked.append([s for s, _ in unchecked]),
+                                               real_check(unchecked))
+    with pytest.raises(TrainingDiverged,
+                       match=r"at step 5 .*\(found at step 6, the next check\).*ckpt-3"):
+        trainer.train()
+    assert checked == [[1, 2, 3], [4, 5, 6]]
+    assert all(np.all(np.isfinite(w)) for w in _weights(trainer))
+    assert trainer.manager.latest_checkpoint.endswith("ckpt-3")
+
+    # a run that stays finite reads the flags at its log and checkpoint steps only
+    cfg = TrainConfig(model_dir=str(tmp_path / "ok"), train_steps=8, learning_rate=0.01,
+                      log_every=4, eval_every=0, checkpoint_every=8, progress=False)
+    ok = Trainer(lambda: Seq2Seq(_cfg(attention="soft")), cfg, task, log=lambda m: None)
+    checked.clear()
+    real_ok = ok._check_finite
+    ok._check_finite = lambda unchecked: (checked.append([s for s, _ in unchecked]),
+                                          real_ok(unchecked))
+    ok.train()
+    assert checked == [[1, 2, 3, 4], [5, 6, 7, 8]]
+
+
 def test_mode_schedule_switches_to_gumbel_for_the_last_fraction():
     s = schedules.ModeSchedule(total_steps=100, gumbel_fraction=0.1)
     assert s.modes(0)["acvi_mixing"] == "weighted"
