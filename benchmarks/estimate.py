@@ -2,7 +2,7 @@ r"""GPU hours of the paper-scale tables, estimated from FLOPs: for every run of 
 flagfile's model, batch and steps (the task CLI's own parsing), FLOPs per training step
 from :func:`benchmarks.flops.analytic_flops` at the data's typical lengths (for
 summarization per phase of Table 5, at its truncation lengths), times its steps, divided
-by an achieved FLOP rate. ``python -m benchmarks.flops --estimate`` prints the markdown
+by an achieved FLOP rate. ``python -m benchmarks.estimate`` prints the markdown
 table of README "Paper scale"; ``--bench bench_results/bench.json`` (``make bench`` on the
 GPU) replaces the assumed rates by the measured ones.
 
@@ -169,3 +169,20 @@ def markdown(bench_path=None):
         total += [f"{totals.get(key, 0.0):,.1f}", ""]
     lines.append("| " + " | ".join(total) + " |")
     return "\n".join(lines)
+
+
+def main(argv=None):
+    """``python -m benchmarks.estimate [--bench bench.json]``: the GPU hours of the
+    paper-scale tables as a markdown table."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.estimate",
+                                     description=main.__doc__.split(":")[0])
+    parser.add_argument("--bench", default=None,
+                        help="a make bench JSON from the GPU: use its measured FLOP rates")
+    args = parser.parse_args(argv)
+    print(markdown(args.bench))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

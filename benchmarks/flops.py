@@ -294,23 +294,3 @@ def count_flops(run, size, mode, dump_dir, log):
         log(f"  {run.size_name} {run.variant}: no HLO FLOP count "
             f"({out['flops_hlo_error']}); using the analytic count")
     return out
-
-
-def main(argv=None):
-    """``python -m benchmarks.flops --estimate [--bench bench.json]``: the GPU hours of the
-    paper-scale tables (:mod:`benchmarks.estimate`) as a markdown table."""
-    import argparse
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.flops",
-                                     description=main.__doc__.split(":")[0])
-    parser.add_argument("--estimate", action="store_true", required=True,
-                        help="print the estimated GPU hours of the paper-scale tables")
-    parser.add_argument("--bench", default=None,
-                        help="a make bench JSON from the GPU: use its measured FLOP rates")
-    args = parser.parse_args(argv)
-    from benchmarks import estimate
-    print(estimate.markdown(args.bench))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""benchmarks/estimate.py (``python -m benchmarks.flops --estimate``): FLOPs of a paper run
+"""benchmarks/estimate.py (``python -m benchmarks.estimate``): FLOPs of a paper run
 are its steps times benchmarks.flops' count at the data's lengths (per phase for
 summarization), a make bench JSON's measured rate replaces the assumed ones, and the
 README's "Paper scale" table is this script's output."""
@@ -59,7 +59,7 @@ def test_measured_rates_replace_the_assumed_ones(tmp_path, printed, capsys):
         {"size": "translation", "variant": "acvi", "gflops_per_s": 9000.0},
         {"size": "summarization", "variant": "soft", "gflops_per_s": None}]}))
     assert estimate.measured_rates(str(bench)) == {"translation": 5.0}
-    assert flops.main(["--estimate", "--bench", str(bench)]) == 0
+    assert estimate.main(["--bench", str(bench)]) == 0
     text = capsys.readouterr().out
     row = next(line for line in text.split("\n") if line.startswith("| table4 |"))
     e = estimate.table_estimate("table4")
