@@ -100,7 +100,7 @@ DATA_FLAGS = ("split_scheme", "caption_source", "min_count", "max_vocab_size", "
 # Saved with the run; eval/decode default to the saved values but may point elsewhere
 # (a moved feature store).
 FEATURE_FLAGS = ("features", "synthetic_features")
-RUN_FLAGS = ("max_eval_clips", "allow_partial_data", "meteor", "pad_multiple")
+RUN_FLAGS = ("max_eval_clips", "meteor")
 
 def define_flags(fv=FLAGS):
     """The shared flags (experiments.flags) and the captioning flags, in ``fv``.
@@ -171,9 +171,7 @@ def model_config(data, fv=FLAGS):
 
 
 def save_flags(model_dir, fv=FLAGS):
-    names = (DATA_FLAGS + FEATURE_FLAGS + xflags.MODEL_FLAGS + xflags.TRAIN_FLAGS
-             + xflags.DECODE_FLAGS + RUN_FLAGS)
-    xflags.save_flags(model_dir, MODULE, names, None, fv)
+    xflags.save_flags(model_dir, MODULE, DATA_FLAGS + FEATURE_FLAGS + RUN_FLAGS, None, fv)
 
 
 def dry_run(model_dir, fv=FLAGS):
@@ -246,7 +244,7 @@ def main(argv):
             fv.features, fv.videos, fv.cnn_weights, fv.allow_random_cnn, fv.progress), errors)
     model_dir = xflags.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
     saved = xflags.resolve_run_flags(model_dir, fv.mode, PROFILES,
-                                     DATA_FLAGS + xflags.MODEL_FLAGS, fv,
+                                     DATA_FLAGS, fv,
                                      module=MODULE)
     if saved:
         for name in FEATURE_FLAGS:

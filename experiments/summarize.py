@@ -117,8 +117,7 @@ PROFILES = {
 
 DATA_FLAGS = ("vocab_size", "max_enc_steps", "max_dec_steps")
 SCHEDULE_FLAGS = ("phases", "coverage_steps", "max_train_pairs")
-RUN_FLAGS = ("max_eval_pairs", "meteor", "eval_before_coverage", "allow_partial_data",
-             "pad_multiple")
+RUN_FLAGS = ("max_eval_pairs", "meteor", "eval_before_coverage")
 
 
 
@@ -179,9 +178,7 @@ def model_config(vocab, fv=FLAGS):
 
 
 def save_flags(model_dir, fv=FLAGS):
-    names = (DATA_FLAGS + SCHEDULE_FLAGS + xflags.MODEL_FLAGS + xflags.TRAIN_FLAGS
-             + xflags.DECODE_FLAGS + RUN_FLAGS)
-    xflags.save_flags(model_dir, MODULE, names, None, fv)
+    xflags.save_flags(model_dir, MODULE, DATA_FLAGS + SCHEDULE_FLAGS + RUN_FLAGS, None, fv)
 
 
 def run(model_dir, task, fv=FLAGS):
@@ -231,7 +228,7 @@ def main(argv):
     # duc2004 and val read a trained model exactly as eval does.
     restore_mode = "eval" if fv.mode in ("duc2004", "val") else fv.mode
     saved = xflags.resolve_run_flags(model_dir, restore_mode, PROFILES,
-                                     DATA_FLAGS + xflags.MODEL_FLAGS, fv,
+                                     DATA_FLAGS, fv,
                                      module=MODULE)
     if saved:
         for name in SCHEDULE_FLAGS + ("train_steps",):

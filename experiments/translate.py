@@ -101,7 +101,7 @@ PROFILES["cpu_converged"] = dict(PROFILES["cpu"], train_steps=8000, eval_subset=
 DATA_FLAGS = ("dataset", "src", "tgt", "variant", "min_count", "max_vocab_size",
               "bpe_vocab_size", "max_train_lines", "max_length", "overlong", "num_buckets")
 # Saved with the run (flags.txt reproduces it) but never restored from it.
-RUN_FLAGS = ("max_eval_lines", "pad_multiple", "allow_partial_data")
+RUN_FLAGS = ("max_eval_lines",)
 
 def define_flags(fv=FLAGS):
     """Defines the shared flags (experiments.flags) and the translation flags in ``fv``."""
@@ -160,9 +160,8 @@ def model_config(data, fv=FLAGS):
 
 
 def save_flags(model_dir, task, fv=FLAGS):
-    names = (DATA_FLAGS + xflags.MODEL_FLAGS + xflags.TRAIN_FLAGS + xflags.DECODE_FLAGS
-             + RUN_FLAGS)
-    xflags.save_flags(model_dir, MODULE, names, {"src": task.src, "tgt": task.tgt}, fv)
+    xflags.save_flags(model_dir, MODULE, DATA_FLAGS + RUN_FLAGS,
+                      {"src": task.src, "tgt": task.tgt}, fv)
 
 
 def dry_run(model_dir, task, fv=FLAGS):
@@ -224,7 +223,7 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = FLAGS
     model_dir = xflags.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
-    xflags.resolve_run_flags(model_dir, fv.mode, PROFILES, DATA_FLAGS + xflags.MODEL_FLAGS, fv,
+    xflags.resolve_run_flags(model_dir, fv.mode, PROFILES, DATA_FLAGS, fv,
                              module=MODULE)
     check_flags(fv)
     task = make_task(fv)
