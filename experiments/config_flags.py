@@ -11,6 +11,7 @@ of the flags not given explicitly. Nothing here knows a particular setting.
 
 import ast
 import dataclasses
+import sys
 import typing
 
 from absl import app, flags
@@ -35,7 +36,12 @@ def _kind(cls, field):
 
 def define_config_flags(cls, flag_values, module_name=None):
     """Defines one flag per setting of the dataclass ``cls`` in ``flag_values``, listed in
-    ``--help`` under ``module_name`` (default: the calling module)."""
+    ``--help`` under ``module_name`` (default: the calling module, named as absl names it:
+    a CLI run as ``python -m`` by its path, so ``--helpshort`` still finds its flags)."""
+    if module_name is None:
+        module_name = sys._getframe(1).f_globals.get("__name__")
+        if module_name == "__main__":
+            module_name = sys.argv[0]
     for field in settings.settings(cls):
         name, help_text = settings.flag_name(field), field.metadata["help"]
         default, choices, kind = settings.flag_default(field), settings.choices(field), \

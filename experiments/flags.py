@@ -32,12 +32,13 @@ from experiments.config_flags import (FlagError, config_from_flags,  # noqa: F40
                                       define_config_flags, explicit, parse_options)
 from experiments.guard import (TRACEBACK_ENV, check_partial_data, cli_main,  # noqa: F401
                                run_guarded, tracebacks_wanted)
-from experiments.run_settings import (DECODING, MODES, READ_ONLY_MODES,  # noqa: F401
-                                      RESTORED, SAVED, apply_profile, check_schedule_flags,
+from experiments.run_settings import (ADOPTED, DECODING, MODES,  # noqa: F401
+                                      READ_ONLY_MODES, RESTORED, SAVED, apply_profile, check_schedule_flags,
                                       configs, decode_config_from_flags,
                                       model_config_from_flags, parse_attention_options,
                                       parse_latent_options, run_info, shared_flags,
-                                      train_config_from_flags, variant_options)
+                                      task_flags, train_config_from_flags,
+                                      variant_options)
 from experiments.saved_runs import (check_device, restore_run_config,  # noqa: F401
                                     restore_saved_flags, resolve_run_flags, save_flags)
 

@@ -30,11 +30,9 @@ MODES = ("train_eval", "train", "eval", "decode", "export")
 READ_ONLY_MODES = ("decode", "export")
 STRATEGIES = ("default", "mirrored", "multiworker")
 
-# What a trained run's model_dir does with a setting. RESTORED: eval, decode and export
-# must rebuild the trained model, so its saved value is taken (an explicit different one
-# is an error). DECODING: taken in eval, decode and export unless given. SAVED: recorded
-# in run_config.json and flags.txt only.
-RESTORED, DECODING, SAVED = "restored", "decoding", "saved"
+# What a trained run's model_dir does with a setting (acvi_tf.utils.settings).
+RESTORED, ADOPTED, DECODING, SAVED = (settings.RESTORED, settings.ADOPTED, settings.DECODING,
+                                      settings.SAVED)
 FLAGS = flags.FLAGS
 
 
@@ -59,21 +57,22 @@ class RunSettings:
 
 
 def configs():
-    """``(config class, what model_dir does with its settings)`` of every shared setting.
-    A class's ``RUN_FIELDS`` say how this machine runs the model, not what it is: saved,
-    never restored."""
+    """``(config class, what a trained run does with its settings)`` of every shared
+    setting (:func:`acvi_tf.utils.settings.kept_flags`)."""
     return ((ModelConfig, RESTORED), (RunInfo, RESTORED), (TrainConfig, SAVED),
             (DecodeConfig, DECODING), (RunSettings, SAVED))
 
 
 def shared_flags(*kept):
-    """The flags of the shared settings that ``model_dir`` treats as one of ``kept``."""
-    names = []
-    for cls, policy in configs():
-        run_fields = getattr(cls, "RUN_FIELDS", ())
-        names += [settings.flag_name(f) for f in settings.settings(cls)
-                  if (SAVED if f.name in run_fields else policy) in kept]
-    return tuple(names)
+    """The flags of the shared settings that a trained run treats as one of ``kept``."""
+    return settings.kept_flags(configs(), *kept)
+
+
+def task_flags(task_config, *kept):
+    """The flags of the settings of a task's config (its data: :data:`RESTORED` unless a
+    field says otherwise) that a trained run treats as one of ``kept`` (default: all)."""
+    return settings.kept_flags([(task_config, RESTORED)],
+                               *(kept or (RESTORED, ADOPTED, DECODING, SAVED)))
 
 
 def apply_profile(profiles, flag_values=FLAGS):

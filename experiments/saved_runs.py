@@ -1,8 +1,8 @@
 """A run's settings in its ``model_dir``: saved when it trains, restored when it is
 evaluated, decoded or exported (so those rebuild exactly the trained model).
 
-Which flags are saved and which restored is derived from the config dataclasses
-(:func:`experiments.run_settings.shared_flags`) plus the task CLI's own names.
+Which flags are saved and which restored is derived from the config dataclasses: the
+shared ones (:func:`experiments.run_settings.shared_flags`) and the task's config.
 """
 
 import os
@@ -14,8 +14,8 @@ from acvi_tf.run.directory import load_run_config, save_run_config
 from acvi_tf.utils import manifest
 from acvi_tf.utils.provenance import command_line
 from experiments.config_flags import FlagError, explicit
-from experiments.run_settings import (DECODING, READ_ONLY_MODES, RESTORED, SAVED,
-                                      apply_profile, shared_flags)
+from experiments.run_settings import (ADOPTED, DECODING, READ_ONLY_MODES, RESTORED, SAVED,
+                                      apply_profile, shared_flags, task_flags)
 
 FLAGS = flags.FLAGS
 
@@ -47,7 +47,8 @@ def save_flags(model_dir, module, names, extra=None, flag_values=FLAGS):
     after the profile was applied) into ``model_dir``: the flags in ``names`` (the task
     CLI's) and every shared setting."""
     fv = flag_values
-    names = tuple(dict.fromkeys(tuple(names) + shared_flags(RESTORED, SAVED, DECODING)))
+    names = tuple(dict.fromkeys(tuple(names) + shared_flags(RESTORED, ADOPTED, DECODING,
+                                                            SAVED)))
     resolved = flag_dict(names, fv)
     resolved.update(extra or {})
     lines = [line for name in names for line in fv[name].serialize().split("\n") if line]
@@ -67,14 +68,15 @@ def restore_run_config(model_dir, flag_values=FLAGS):
     return saved
 
 
-def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLAGS,
+def resolve_run_flags(model_dir, mode, profiles, task_config, flag_values=FLAGS,
                       module=None):
     """Profile + saved settings, in the order every task CLI needs them.
 
-    The saved run of ``model_dir`` fixes its profile, the flags in ``restored_names``
-    (the task's data) and the shared settings that describe the model (eval/decode
-    must rebuild the trained model); in eval/decode modes the run's decoding settings
-    too, unless given now.
+    The saved run of ``model_dir`` fixes its profile and the settings that describe the
+    trained model and its data (eval/decode must rebuild the trained model); the
+    settings it adopts become defaults, and in eval/decode/export modes its decoding
+    settings too (:mod:`acvi_tf.utils.settings`; ``task_config``: the task's config
+    class, whose fields are its data flags).
     Returns the saved run config (None for a new directory). ``module`` (the CLI's)
     refuses a run directory that another CLI made.
     """
@@ -98,12 +100,12 @@ def resolve_run_flags(model_dir, mode, profiles, restored_names, flag_values=FLA
                             f"{module}; a warm start needs a run of the same task")
     apply_profile(profiles, fv)
     if saved:
-        restore_saved_flags(saved["flags"], tuple(restored_names) + shared_flags(RESTORED),
-                            fv)
-        if mode in ("eval",) + READ_ONLY_MODES:
-            for name in shared_flags(DECODING):
-                if name in saved["flags"] and not explicit(name, fv):
-                    fv.set_default(name, saved["flags"][name])
+        restore_saved_flags(saved["flags"], task_flags(task_config, RESTORED)
+                            + shared_flags(RESTORED), fv)
+        kept = (ADOPTED, DECODING) if mode in ("eval",) + READ_ONLY_MODES else (ADOPTED,)
+        for name in task_flags(task_config, *kept) + shared_flags(*kept):
+            if name in saved["flags"] and not explicit(name, fv):
+                fv.set_default(name, saved["flags"][name])
     if saved is None and mode in ("eval",) + READ_ONLY_MODES:
         raise FlagError("model_dir", f"{model_dir} holds no trained model (run_config.json "
                         f"is missing); train first")

@@ -10,21 +10,31 @@ without help is no flag (the vocabulary sizes a task fills in).
 
 import dataclasses
 
+# What a trained run's model_dir does with a setting when the run is started again
+# (evaluated, decoded, exported, resumed). RESTORED: the setting describes the trained
+# model or its data, so the saved value is taken (an explicit different one is an
+# error). ADOPTED: the saved value is the default; an explicit one wins. DECODING: as
+# ADOPTED, in the modes that read a trained model (eval, decode, export) only. SAVED:
+# recorded with the run, never taken back.
+RESTORED, ADOPTED, DECODING, SAVED = "restored", "adopted", "decoding", "saved"
+
 _NOTHING = object()
 
 
 def setting(default=dataclasses.MISSING, help=None, *, flag=None, choices=None,
             lower_bound=None, upper_bound=None, flag_default=_NOTHING,
-            default_factory=dataclasses.MISSING):
+            default_factory=dataclasses.MISSING, restore=None):
     """A dataclass field that is also a command-line flag.
 
     ``choices``: the allowed values, or a function returning them (a registry's names,
     read when the flags are defined, after every entry has registered). ``flag``: the
     flag's name (default: the field's). ``flag_default``: the flag's default where it is
     not the field's (``None`` for an optional path; a flag left at ``None`` gives the
-    field its default). A ``dict`` field is a repeated ``key=value`` flag.
+    field its default). A ``dict`` field is a repeated ``key=value`` flag. ``restore``:
+    what a trained run does with it (:data:`RESTORED`, ...), where not what the CLI
+    holds for the whole config class.
     """
-    metadata = {"help": help, "flag": flag, "choices": choices,
+    metadata = {"help": help, "flag": flag, "choices": choices, "restore": restore,
                 "lower_bound": lower_bound, "upper_bound": upper_bound}
     if flag_default is not _NOTHING:
         metadata["flag_default"] = flag_default
@@ -40,6 +50,21 @@ def settings(cls):
 def flag_name(field):
     """The flag of a :func:`setting` field."""
     return field.metadata.get("flag") or field.name
+
+
+def kept_flags(configs, *kept):
+    """The flags of the settings of ``configs`` (``(class, what a trained run does with
+    its settings)`` pairs) that a trained run treats as one of ``kept``; a field's own
+    ``restore`` wins over its class's, and a class's ``RUN_FIELDS`` (how this machine
+    runs the model, not what the model is) are :data:`SAVED`."""
+    names = []
+    for cls, policy in configs:
+        run_fields = getattr(cls, "RUN_FIELDS", ())
+        for f in settings(cls):
+            own = f.metadata.get("restore") or (SAVED if f.name in run_fields else policy)
+            if own in kept:
+                names.append(flag_name(f))
+    return tuple(names)
 
 
 def flag_default(field):

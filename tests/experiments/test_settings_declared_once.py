@@ -13,6 +13,7 @@ from absl import flags
 
 from acvi_tf.models.seq2seq import ModelConfig
 from acvi_tf.tasks.base import DecodeConfig
+from acvi_tf.tasks.translation import TranslationConfig
 from acvi_tf.training.trainer import TrainConfig
 from acvi_tf.utils.settings import setting
 from experiments import caption, run_settings, summarize, translate
@@ -92,7 +93,7 @@ def test_a_new_field_is_saved_and_restored_from_the_trained_run(scratch, tmp_pat
 
     def evaluate(*args):  # a new start on the trained run, as --mode=eval resolves it
         fv = _flags(translate, f"--model_dir={model_dir}", "--mode=eval", *args)
-        xflags.resolve_run_flags(model_dir, "eval", translate.PROFILES, translate.DATA_FLAGS,
+        xflags.resolve_run_flags(model_dir, "eval", translate.PROFILES, TranslationConfig,
                                  fv, module=translate.MODULE)
         return fv
 
@@ -107,11 +108,14 @@ def test_a_new_field_is_saved_and_restored_from_the_trained_run(scratch, tmp_pat
 
 
 def test_no_config_field_is_listed_by_hand_in_experiments():
-    """The CLIs name no shared setting: the flags, the saved and the restored names all
-    come from the config dataclasses."""
+    """The CLIs list no setting: the flags, the saved and the restored names all come
+    from the config dataclasses (the shared ones and the tasks')."""
     import glob
     import re
-    fields = {f.name for cls in (ModelConfig, TrainConfig, DecodeConfig)
+    from acvi_tf.tasks.captioning import CaptioningConfig
+    from acvi_tf.tasks.summarization import SummarizationConfig
+    fields = {f.name for cls in (ModelConfig, TrainConfig, DecodeConfig, TranslationConfig,
+                                 SummarizationConfig, CaptioningConfig)
               for f in dataclasses.fields(cls)} - {"model_dir"}
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for path in glob.glob(os.path.join(root, "experiments", "*.py")):
