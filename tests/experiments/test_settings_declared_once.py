@@ -123,3 +123,35 @@ def test_no_config_field_is_listed_by_hand_in_experiments():
         for tup in re.findall(r"^[A-Z_]+ = \(([^)]*)\)", source, re.M):
             listed = set(re.findall(r'"(\w+)"', tup)) & fields
             assert not listed, (path, sorted(listed))
+
+
+# The saved settings of two runs trained before the settings were generated from the
+# dataclasses (runs/table4_cpu/multi30k_soft_s1, runs/table1_cpu/pg_acvi_s3): what
+# --mode=eval reads from a trained model_dir besides its checkpoints and vocabularies.
+OLD_RUNS = os.path.join(os.path.dirname(__file__), "old_runs")
+
+
+@pytest.mark.parametrize("name, cli", [("multi30k_soft", translate),
+                                       ("cnndm_pg_acvi", summarize)])
+def test_a_run_trained_before_resolves_to_its_trained_model(name, cli, tmp_path):
+    import shutil
+    model_dir = str(tmp_path / name)
+    shutil.copytree(os.path.join(OLD_RUNS, name), model_dir)
+    with open(os.path.join(model_dir, "model_config.json"), encoding="utf-8") as f:
+        trained = json.load(f)
+    with open(os.path.join(model_dir, "run_config.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    fv = _flags(cli, f"--model_dir={model_dir}", "--mode=eval")
+    task_config = {translate: TranslationConfig, summarize: summarize.SummarizationConfig}[cli]
+    xflags.resolve_run_flags(model_dir, "eval", cli.PROFILES, task_config, fv,
+                             module=cli.MODULE)
+    assert fv.profile == saved["profile"]
+    task_fields = {k: trained[k] for k in ("src_vocab_size", "tgt_vocab_size", "feature_dim",
+                                           "pad_id", "unk_id", "bos_id", "eos_id")}
+    config = dataclasses.asdict(xflags.model_config_from_flags(fv, **task_fields))
+    assert {k: config[k] for k in trained} == trained  # the model it was trained as
+    decode = dataclasses.asdict(xflags.decode_config_from_flags(fv))
+    assert {k: saved["flags"][k] for k in decode} == decode  # decoded as it was
+    data = xflags.config_from_flags(task_config, fv)
+    for flag in xflags.task_flags(task_config, xflags.RESTORED, xflags.ADOPTED):
+        assert getattr(data, flag) == saved["flags"][flag], flag  # on the data it was
