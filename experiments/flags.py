@@ -2,10 +2,11 @@
 
 Every setting is declared once, as a field of a config dataclass with its type, default
 and help (:func:`acvi_tf.utils.settings.setting`); :func:`define_flags` generates the
-flags from those dataclasses (:data:`experiments.run_settings.configs`) and adds the few
+flags from those dataclasses (:func:`experiments.run_settings.configs`) and adds the few
 flags of one start of a CLI (``--profile``, ``--model_dir``, ``--mode``, ...). A task
 CLI calls :func:`define_flags` with its profiles (``{name: {flag: value}}``, overrides
-of the dataclass defaults), then, in ``main``, :func:`resolve_run_flags` (the profile
+of the dataclass defaults) and :func:`define_config_flags` with its task's config class,
+then, in ``main``, :func:`resolve_run_flags` (the profile
 and a trained run's saved settings become the defaults of the flags not given
 explicitly -- on the command line or in a ``--flagfile`` -- so any explicit flag wins),
 and builds its configs with :func:`model_config_from_flags` /
