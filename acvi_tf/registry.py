@@ -8,9 +8,13 @@ listed in exactly one place: the decorator on its class.
 class Registry:
     """Maps names to classes; ``register(name)`` is a class decorator."""
 
-    def __init__(self, kind):
+    _by_kind = {}  # kind -> the registry: what a config field names its choices by
+
+    def __init__(self, kind, load=None):
         self.kind = kind
         self._entries = {}
+        self._load = load  # registers the entries on first use (an import kept lazy)
+        Registry._by_kind[kind] = self
 
     def register(self, name):
         def decorator(cls):
@@ -24,6 +28,8 @@ class Registry:
         return decorator
 
     def get(self, name):
+        if self._load:
+            self._load()
         try:
             return self._entries[name]
         except KeyError:
@@ -31,10 +37,19 @@ class Registry:
                              f"{', '.join(self.names())}") from None
 
     def names(self):
+        if self._load:
+            self._load()
         return sorted(self._entries)
 
     def __contains__(self, name):
         return name in self._entries
+
+
+def registered_names(kind):
+    """A function giving the names in the registry of ``kind`` (a config field's choices,
+    read once the registry exists, so the module declaring the field need not import
+    the registry's package)."""
+    return lambda: Registry._by_kind[kind].names()
 
 
 # Constructor parameters the model fills in from its own config, never options a user

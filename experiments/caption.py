@@ -95,12 +95,6 @@ PROFILES = {
         allow_partial_data=True, decode_batch_size=64),
 }
 
-DATA_FLAGS = ("split_scheme", "caption_source", "min_count", "max_vocab_size", "max_length",
-              "overlong", "num_buckets")
-# Saved with the run; eval/decode default to the saved values but may point elsewhere
-# (a moved feature store).
-FEATURE_FLAGS = ("features", "synthetic_features")
-RUN_FLAGS = ("max_eval_clips", "allow_partial_data", "meteor", "pad_multiple")
 
 def define_flags(fv=FLAGS):
     """The shared flags (experiments.flags) and the captioning flags, in ``fv``.
@@ -110,31 +104,7 @@ def define_flags(fv=FLAGS):
     """
     xflags.define_flags(PROFILES, default_profile="cpu", modes=MODES, flag_values=fv)
     kw = {"flag_values": fv}
-    flags.DEFINE_string("features", None, "Feature store of the clips (--mode="
-                        "extract_features writes one); required unless --synthetic_features.",
-                        **kw)
-    flags.DEFINE_bool("synthetic_features", False, "Use deterministic RANDOM features per "
-                      "clip (no videos needed). For testing the pipeline only: the results "
-                      "are labelled SYNTHETIC and are not results.", **kw)
-    flags.DEFINE_enum("split_scheme", "paper", ("paper", "s2vt"), "Clip split: paper "
-                      "(1,200 / 100 / last 600) or s2vt (1,200 / 100 / 670).", **kw)
-    flags.DEFINE_enum("caption_source", "s2vt", ("s2vt", "all_descriptions"), "Caption "
-                      "files: the S2VT sents_*.txt, or AllVideoDescriptions.txt.", **kw)
-    flags.DEFINE_integer("min_count", 1, "Caption words seen fewer times in training "
-                         "become <unk>.", lower_bound=1, **kw)
-    flags.DEFINE_integer("max_vocab_size", None, "Cap on the vocabulary (specials "
-                         "included).", lower_bound=5, **kw)
-    flags.DEFINE_integer("max_length", 30, "Training captions longer than this (tokens).",
-                         lower_bound=1, **kw)
-    flags.DEFINE_enum("overlong", "filter", ("filter", "truncate"), "Training captions "
-                      "beyond --max_length: drop or cut them.", **kw)
-    flags.DEFINE_integer("num_buckets", 5, "Caption-length buckets of the training "
-                         "batches.", lower_bound=1, **kw)
-    flags.DEFINE_integer("max_eval_clips", None, "Evaluate on the first N val/test clips "
-                         "only (quick runs; results say so, and CIDEr-D on a subset is not "
-                         "comparable with the split's).", lower_bound=1, **kw)
-    flags.DEFINE_bool("meteor", True, "Score METEOR 1.5 too (when java is present); its jar "
-                      "takes ~15 s to start, so the smoke profile skips it.", **kw)
+    xflags.define_config_flags(CaptioningConfig, fv)
     flags.DEFINE_string("input", None, "--mode=decode: file of clip ids (vidN), one per "
                         "line (default: stdin).", **kw)
     flags.DEFINE_string("output", None, "--mode=decode: where to write 'vidN<TAB>caption' "
@@ -171,9 +141,7 @@ def model_config(data, fv=FLAGS):
 
 
 def save_flags(model_dir, fv=FLAGS):
-    names = (DATA_FLAGS + FEATURE_FLAGS + xflags.MODEL_FLAGS + xflags.TRAIN_FLAGS
-             + xflags.DECODE_FLAGS + RUN_FLAGS)
-    xflags.save_flags(model_dir, MODULE, names, None, fv)
+    xflags.save_flags(model_dir, MODULE, xflags.task_flags(CaptioningConfig), None, fv)
 
 
 def dry_run(model_dir, fv=FLAGS):
@@ -245,13 +213,8 @@ def main(argv):
         return xflags.run_guarded(lambda: task_lib.extract_features(
             fv.features, fv.videos, fv.cnn_weights, fv.allow_random_cnn, fv.progress), errors)
     model_dir = xflags.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
-    saved = xflags.resolve_run_flags(model_dir, fv.mode, PROFILES,
-                                     DATA_FLAGS + xflags.MODEL_FLAGS, fv,
-                                     module=MODULE)
-    if saved:
-        for name in FEATURE_FLAGS:
-            if name in saved["flags"] and not xflags.explicit(name, fv):
-                fv.set_default(name, saved["flags"][name])
+    xflags.resolve_run_flags(model_dir, fv.mode, PROFILES, CaptioningConfig, fv,
+                             module=MODULE)
     check_flags(fv)
     if fv.dry_run:
         return dry_run(model_dir, fv)

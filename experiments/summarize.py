@@ -63,7 +63,7 @@ from acvi_tf.run.restore import load_model
 from acvi_tf.run.results import finish_results
 from acvi_tf.tasks import summarization as task_lib
 from acvi_tf.tasks.base import read_lines, write_output
-from acvi_tf.tasks.summarization import PHASES, SummarizationConfig, SummarizationTask
+from acvi_tf.tasks.summarization import SummarizationConfig, SummarizationTask
 from acvi_tf.utils.provenance import command_line
 from experiments import flags as xflags
 
@@ -115,10 +115,6 @@ PROFILES = {
         allow_partial_data=True, meteor=False),
 }
 
-DATA_FLAGS = ("vocab_size", "max_enc_steps", "max_dec_steps")
-SCHEDULE_FLAGS = ("phases", "coverage_steps", "max_train_pairs")
-RUN_FLAGS = ("max_eval_pairs", "meteor", "eval_before_coverage", "allow_partial_data",
-             "pad_multiple")
 
 
 
@@ -126,27 +122,7 @@ def define_flags(fv=FLAGS):
     """Defines the shared flags (experiments.flags) and the summarization flags."""
     xflags.define_flags(PROFILES, default_profile="cpu", modes=MODES, flag_values=fv)
     kw = {"flag_values": fv}
-    flags.DEFINE_integer("vocab_size", 50_000, "Vocabulary size, the 4 special tokens "
-                         "included (See et al.'s 50K: the most frequent words of "
-                         "finished_files/vocab).", lower_bound=5, **kw)
-    flags.DEFINE_integer("max_enc_steps", 400, "Article tokens the encoder reads (the last "
-                         "phase's truncation).", lower_bound=1, **kw)
-    flags.DEFINE_integer("max_dec_steps", 100, "Summary tokens trained on (the last phase's "
-                         "truncation).", lower_bound=1, **kw)
-    flags.DEFINE_enum("phases", "table5", PHASES, "table5: Table 5's five phases of growing "
-                      "truncation over the steps before coverage; none: the final lengths "
-                      "throughout.", **kw)
-    flags.DEFINE_integer("coverage_steps", 3_000, "The last steps, with coverage on (w_k "
-                         "trained, Eq. 9 in the loss); needs --coverage.", lower_bound=0, **kw)
-    flags.DEFINE_integer("max_train_pairs", None, "Train on the first N pairs only.",
-                         lower_bound=1, **kw)
-    flags.DEFINE_integer("max_eval_pairs", None, "Evaluate on the first N test articles "
-                         "(default: all; the results say so).", lower_bound=1, **kw)
-    flags.DEFINE_bool("meteor", True, "Score METEOR 1.5 (exact and full; needs java). Each "
-                      "mode starts the jar (~15 s), so the smoke profile skips it.", **kw)
-    flags.DEFINE_bool("eval_before_coverage", True, "With --coverage_steps, also evaluate "
-                      "on test at the end of the last phase (Table 1's rows without "
-                      "coverage).", **kw)
+    xflags.define_config_flags(SummarizationConfig, fv)
     flags.DEFINE_string("input", None, "--mode=decode: articles, one tokenized article a "
                         "line (default: stdin).", **kw)
     flags.DEFINE_string("output", None, "--mode=decode: where to write the summaries "
@@ -179,9 +155,7 @@ def model_config(vocab, fv=FLAGS):
 
 
 def save_flags(model_dir, fv=FLAGS):
-    names = (DATA_FLAGS + SCHEDULE_FLAGS + xflags.MODEL_FLAGS + xflags.TRAIN_FLAGS
-             + xflags.DECODE_FLAGS + RUN_FLAGS)
-    xflags.save_flags(model_dir, MODULE, names, None, fv)
+    xflags.save_flags(model_dir, MODULE, xflags.task_flags(SummarizationConfig), None, fv)
 
 
 def run(model_dir, task, fv=FLAGS):
@@ -230,13 +204,11 @@ def main(argv):
     model_dir = xflags.require_model_dir(fv)
     # duc2004 and val read a trained model exactly as eval does.
     restore_mode = "eval" if fv.mode in ("duc2004", "val") else fv.mode
-    saved = xflags.resolve_run_flags(model_dir, restore_mode, PROFILES,
-                                     DATA_FLAGS + xflags.MODEL_FLAGS, fv,
-                                     module=MODULE)
-    if saved:
-        for name in SCHEDULE_FLAGS + ("train_steps",):
-            if name in saved["flags"] and not xflags.explicit(name, fv):
-                fv.set_default(name, saved["flags"][name])
+    saved = xflags.resolve_run_flags(model_dir, restore_mode, PROFILES, SummarizationConfig,
+                                     fv, module=MODULE)
+    if saved and "train_steps" in saved["flags"] and not xflags.explicit("train_steps", fv):
+        # the trained run's phase schedule (its adopted settings) is laid over its steps
+        fv.set_default("train_steps", saved["flags"]["train_steps"])
     check_flags(fv)
     if fv.dry_run:
         complete, lines = task_lib.data_status()

@@ -41,7 +41,6 @@ import sys
 
 from absl import app, flags
 
-from acvi_tf.data.translation import DATASETS
 from acvi_tf.run.restore import load_model
 from acvi_tf.run.results import finish_results
 from acvi_tf.tasks.base import read_lines, write_output
@@ -98,40 +97,12 @@ PROFILES = {
 PROFILES["cpu_converged"] = dict(PROFILES["cpu"], train_steps=8000, eval_subset=0,
                                  select_best="dev_bleu", num_buckets=25)
 
-DATA_FLAGS = ("dataset", "src", "tgt", "variant", "min_count", "max_vocab_size",
-              "bpe_vocab_size", "max_train_lines", "max_length", "overlong", "num_buckets")
-# Saved with the run (flags.txt reproduces it) but never restored from it.
-RUN_FLAGS = ("max_eval_lines", "pad_multiple", "allow_partial_data")
 
 def define_flags(fv=FLAGS):
     """Defines the shared flags (experiments.flags) and the translation flags in ``fv``."""
     xflags.define_flags(PROFILES, default_profile="cpu", modes=MODES, flag_values=fv)
     kw = {"flag_values": fv}
-    flags.DEFINE_enum("dataset", "multi30k", DATASETS,
-                      "Translation dataset (data registry name).", **kw)
-    flags.DEFINE_string("src", None, "Source language (default: the dataset's first).", **kw)
-    flags.DEFINE_string("tgt", None, "Target language (default: the dataset's other one).",
-                        **kw)
-    flags.DEFINE_enum("variant", "tok", ("tok", "raw"), "Multi30k files: tok (official "
-                      "lowercased, tokenized; default) or raw.", **kw)
-    flags.DEFINE_integer("min_count", 2, "Multi30k: words seen fewer times become <unk>.",
-                         lower_bound=1, **kw)
-    flags.DEFINE_integer("max_vocab_size", None, "Cap on the word vocabularies (specials "
-                         "included).", lower_bound=5, **kw)
-    flags.DEFINE_integer("bpe_vocab_size", 32_000, "WMT'16: shared sentencepiece BPE size.",
-                         lower_bound=100, **kw)
-    flags.DEFINE_integer("max_train_lines", None, "Read only the first N training pairs.",
-                         lower_bound=1, **kw)
-    flags.DEFINE_integer("max_eval_lines", None, "Evaluate on the first N dev/test pairs "
-                         "only (quick runs; the results say so).", lower_bound=1, **kw)
-    flags.DEFINE_integer("max_length", 50, "Training length limit in tokens (both sides).",
-                         lower_bound=1, **kw)
-    flags.DEFINE_enum("overlong", "filter", ("filter", "truncate"), "Training pairs beyond "
-                      "--max_length: drop them, or cut them (tensorflow/nmt).", **kw)
-    flags.DEFINE_integer("num_buckets", 25, "Length buckets of the training batches, of "
-                         "width ceil(--max_length / num_buckets) tokens: 25 over 50 is "
-                         "OpenNMT-tf's width 2, 1.29x the steps/s of 5 end to end "
-                         "(results/bench_peers_train.md).", lower_bound=1, **kw)
+    xflags.define_config_flags(TranslationConfig, fv)
     flags.DEFINE_string("input", None, "--mode=decode: the file to translate (default: "
                         "stdin).", **kw)
     flags.DEFINE_string("output", None, "--mode=decode: where to write (default: stdout).",
@@ -160,9 +131,8 @@ def model_config(data, fv=FLAGS):
 
 
 def save_flags(model_dir, task, fv=FLAGS):
-    names = (DATA_FLAGS + xflags.MODEL_FLAGS + xflags.TRAIN_FLAGS + xflags.DECODE_FLAGS
-             + RUN_FLAGS)
-    xflags.save_flags(model_dir, MODULE, names, {"src": task.src, "tgt": task.tgt}, fv)
+    xflags.save_flags(model_dir, MODULE, xflags.task_flags(TranslationConfig),
+                      {"src": task.src, "tgt": task.tgt}, fv)
 
 
 def dry_run(model_dir, task, fv=FLAGS):
@@ -224,7 +194,7 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = FLAGS
     model_dir = xflags.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
-    xflags.resolve_run_flags(model_dir, fv.mode, PROFILES, DATA_FLAGS + xflags.MODEL_FLAGS, fv,
+    xflags.resolve_run_flags(model_dir, fv.mode, PROFILES, TranslationConfig, fv,
                              module=MODULE)
     check_flags(fv)
     task = make_task(fv)

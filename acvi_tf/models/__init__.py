@@ -7,8 +7,6 @@ are imported on first use, so importing this package stays cheap.
 
 from acvi_tf.registry import Registry
 
-MODELS = Registry("model")
-
 
 def _register_all():
     # Registered here, not by decorators in the model modules: they would import this
@@ -17,6 +15,9 @@ def _register_all():
         from acvi_tf.models import seq2seq, transformer
         MODELS.register("seq2seq")(seq2seq.Seq2Seq)
         MODELS.register("transformer")(transformer.Transformer)
+
+
+MODELS = Registry("model", load=_register_all)
 
 
 def model_names():

@@ -10,49 +10,85 @@ import tensorflow as tf
 from acvi_tf import attention as attention_lib
 from acvi_tf import latent as latent_lib
 from acvi_tf.attention.scores import SCORES
-from acvi_tf.models.decoder import AttentionDecoder
+from acvi_tf.models.decoder import CELLS, AttentionDecoder
 from acvi_tf.models.encoder import Bridge, Encoder
 from acvi_tf.models.heads import HEADS
 from acvi_tf.utils.loop_gradients import LOOP_KEY, SHARED_ROWS_KEY, LoopGradients, SharedRows
 from acvi_tf.utils.ops import fold_seed, sequence_mask, stateless_uniform
-from acvi_tf.utils.precision import policy_scope, to_float32
+from acvi_tf.registry import registered_names
+from acvi_tf.utils.lstm_impl import LSTM_IMPLS
+from acvi_tf.utils.precision import PRECISIONS, policy_scope, to_float32
+from acvi_tf.utils.settings import setting
 
 
 @dataclasses.dataclass
 class ModelConfig:
-    """Every architectural hyper-parameter, one comment each."""
+    """Every architectural hyper-parameter, one declaration each: a field with help is a
+    flag of the task CLIs (:mod:`acvi_tf.utils.settings`), the rest the task fills in."""
     src_vocab_size: int | None = None  # None: the source is float features [B, N, feature_dim]
     tgt_vocab_size: int = 1000         # decoder embedding / softmax vocabulary
     feature_dim: int = 0               # size of source feature vectors (video frames)
-    embed_dim: int = 256               # word embedding size (encoder and decoder)
-    encoder_units: int = 256           # LSTM units per direction; h_i has twice this
-    encoder_layers: int = 1            # stacked BiLSTM layers
-    decoder_units: int = 256           # decoder LSTM units (s_t)
-    decoder_layers: int = 1            # stacked decoder LSTM layers
-    decoder_cell: str = "lstm"         # decoder recurrent cell: "lstm" or "gru" (VRNMT's)
-    score: str = "additive"            # "additive" (Eq. 1), "multiplicative" (Eq. 10), "scaled_multiplicative"
-    attention_units: int = 256         # size of W_h h_i, W_s s_t in the additive score
-    attention: str = "soft"            # context variant, from the registry
-    attention_options: dict = dataclasses.field(default_factory=dict)  # variant kwargs
-    head: str = "softmax"              # output head: "softmax" (Eq. 4), "pointer" (Eqs. 5-6)
-    head_units: int = 256              # hidden size of V in Eq. (4)
-    coverage: bool = False             # coverage vector in the score (Eq. 8) and loss (Eq. 9)
-    coverage_weight: float = 1.0       # lambda of Eq. (9)
-    dropout: float = 0.0               # dropout on embeddings, between layers, before the head
-    word_dropout: float = 0.0          # training: each decoder input word -> UNK w.p. this
-    num_samples: int = 1               # K Monte-Carlo samples of the ELBO (batch tiled K times)
+    embed_dim: int = setting(256, "Word embedding size.", lower_bound=1)
+    encoder_units: int = setting(256, "BiLSTM units per direction.", lower_bound=1)  # h_i: 2x
+    encoder_layers: int = setting(1, "Stacked BiLSTM layers.", lower_bound=1)
+    decoder_units: int = setting(256, "Decoder LSTM units.", lower_bound=1)  # s_t
+    decoder_layers: int = setting(1, "Stacked decoder LSTM layers.", lower_bound=1)
+    decoder_cell: str = setting("lstm", "Decoder recurrent cell: lstm, or gru (Cho et al.'s, "
+                                "as VRNMT's Eqs. 22-25).", choices=CELLS)
+    score: str = setting("additive", "Attention score: additive (Eq. 1), multiplicative "
+                         "(Eq. 10) or scaled_multiplicative (Eq. 10 / sqrt(d)).",
+                         choices=SCORES.names)
+    attention_units: int = setting(256, "Additive score size.", lower_bound=1)  # W_h h_i, W_s s_t
+    attention: str = setting("soft", "Context variant (from the attention registry).",
+                             choices=attention_lib.available)
+    attention_options: dict = setting(
+        help="key=value passed to the attention variant (repeatable); values are Python "
+        "literals, e.g. kl_weight=0.5, kl_estimator='bound' (bare words are strings).",
+        flag="attention_option", default_factory=dict)  # the variant's constructor kwargs
+    head: str = setting("softmax", "Output head.", choices=HEADS.names)  # Eq. 4 or Eqs. 5-6
+    head_units: int = setting(256, "Hidden size of the output head (Eq. 4).", lower_bound=1)
+    coverage: bool = setting(False, "Coverage (Eqs. 8-9).")
+    coverage_weight: float = setting(1.0, "lambda of Eq. 9.", lower_bound=0)
+    dropout: float = setting(0.0, "Dropout rate.", lower_bound=0.0, upper_bound=0.99)
+    word_dropout: float = setting(
+        0.0, "Word dropout (Bowman et al. 2016): in training, each decoder input word (not "
+        "<bos>, not padding) becomes UNK with this probability.", lower_bound=0.0,
+        upper_bound=0.99)
+    num_samples: int = setting(1, "Monte-Carlo samples of the ELBO.", lower_bound=1)  # tiles B
     pad_id: int = 0
     unk_id: int = 1
     bos_id: int = 2
     eos_id: int = 3
-    latent: str = ""                   # latent outside attention ("ved"), from acvi_tf.latent
-    latent_options: dict = dataclasses.field(default_factory=dict)  # latent kwargs
-    model: str = "seq2seq"             # architecture, from acvi_tf.models.MODELS
-    num_heads: int = 4                 # Transformer: attention heads (embed_dim divisible by it)
-    ff_units: int = 1024               # Transformer: inner size of the position-wise FF layer
-    transformer_layers: int = 4        # Transformer: encoder layers and decoder layers (each)
-    precision: str = "float32"         # Keras dtype policy: float32, mixed_bfloat16, mixed_float16
-    lstm_impl: str = "auto"            # who runs the BiLSTMs: auto, scan, keras (lstm_impl.py)
+    latent: str = setting(
+        "", "A latent variable outside attention (from the latent registry): '' (none), ved "
+        "(Bahuleyan et al.'s sentence latent) or vrnmt (Su et al.'s per-step latent; the "
+        "paper's decoder is --decoder_cell=gru).",
+        choices=lambda: [""] + list(latent_lib.available()))
+    latent_options: dict = setting(
+        help="key=value passed to the latent (repeatable), e.g. latent_dim=64, feed=output.",
+        flag="latent_option", default_factory=dict)
+    model: str = setting(
+        "seq2seq", "Architecture (from the model registry): seq2seq, the attentional LSTM "
+        "machine whose context variant --attention picks; transformer, the Transformer "
+        "baseline (--embed_dim, --transformer_layers, --num_heads, --ff_units, --dropout).",
+        choices=registered_names("model"))
+    num_heads: int = setting(4, "Transformer attention heads.", lower_bound=1)
+    ff_units: int = setting(1024, "Transformer feed-forward inner size.", lower_bound=1)
+    transformer_layers: int = setting(4, "Transformer encoder layers and decoder layers "
+                                      "(each).", lower_bound=1)
+    precision: str = setting(
+        "float32", "Keras dtype policy of the model's layers: float32; mixed_bfloat16 or "
+        "mixed_float16 (float32 variables, layers computing in bfloat16 / float16; softmax, "
+        "attention probabilities, log-probabilities, KL terms, losses and beam scores stay "
+        "float32; mixed_float16 trains with dynamic loss scaling). Restored from model_dir "
+        "in eval, decode and export.", choices=PRECISIONS)
+    lstm_impl: str = setting(
+        "auto", "What runs the encoder's BiLSTM (the same weights either way): scan, the "
+        "hand-written recurrence (faster on CPU; compiles under --xla); keras, Keras' LSTM "
+        "(cuDNN on a GPU); block, TensorFlow's fused BlockLSTM op (opt-in: measure it on "
+        "your machine); auto: keras on a GPU without --xla, else scan. The choice is "
+        "logged. A resumed run may change it; eval, decode and export use the trained "
+        "run's.", choices=LSTM_IMPLS)  # the BiLSTMs of the encoder and of variational's q
 
     # Fields that say how this machine runs the model, not what the model is (the weights
     # and values are the same either way): a resumed run may change them.

@@ -17,7 +17,9 @@ import tensorflow as tf
 from acvi_tf import attention, decoding, latent
 from acvi_tf.errors import RunError
 from acvi_tf.models import model_names
+from acvi_tf.decoding.beam import NORMALIZATIONS
 from acvi_tf.registry import Registry
+from acvi_tf.utils.settings import setting
 
 TASKS = Registry("task")
 
@@ -33,17 +35,29 @@ def get_task(name):
 
 @dataclasses.dataclass
 class DecodeConfig:
-    """Search settings of the final decode and of the validation during training."""
-    beam_width: int = 10                 # final dev/test decode and --mode=decode (1: greedy)
-    decode_max_length: int = 50          # most output tokens per hypothesis
-    min_length: int = 0                  # fewest output tokens before the end token
-    length_normalization: str = "none"   # beam score normalization: none, average, gnmt
-    alpha: float = 0.6                   # GNMT length penalty exponent
-    eval_beam_width: int = 1             # validation during training (1: greedy)
-    eval_subset: int = 0                 # validation decodes the first N dev examples (0: all)
-    decode_batch_size: int = 64          # examples per decoding batch
-    diversity_samples: int = 0           # K sampled decodes per source (0: off)
-    diversity_sources: int = 100         # ... of the first N test sources
+    """Search settings of the final decode and of the validation during training, one
+    declaration each (every field is a flag of the task CLIs: :mod:`acvi_tf.utils.settings`)."""
+    beam_width: int = setting(10, "Beam width of the final dev/test decode and of "
+                              "--mode=decode (1: greedy).", lower_bound=1)
+    decode_max_length: int = setting(50, "Most output tokens per hypothesis.", lower_bound=1)
+    min_length: int = setting(0, "Fewest output tokens before the end token.", lower_bound=0)
+    length_normalization: str = setting("none", "Beam score length normalization.",
+                                        choices=NORMALIZATIONS)
+    alpha: float = setting(0.6, "GNMT length penalty exponent.", lower_bound=0.0)
+    eval_beam_width: int = setting(1, "Beam width of the validation during training (1: "
+                                   "greedy).", lower_bound=1)
+    eval_subset: int = setting(0, "Validation during training decodes the first N dev "
+                               "examples (0: all); the end of training always uses all.",
+                               lower_bound=0)
+    decode_batch_size: int = setting(64, "Sentences per decoding batch.", lower_bound=1)
+    diversity_samples: int = setting(
+        0, "Translation and summarization evaluation: also decode the first "
+        "--diversity_sources test sources this many times each, greedy, with the latent "
+        "sampled (Bahuleyan et al.'s diversity protocol: entropy and distinct-1/2 per "
+        "source, averaged; 10 in their paper). For ACVI, the Gaussian attention, VED and "
+        "VRNMT. 0: off.", lower_bound=0)
+    diversity_sources: int = setting(100, "How many test sources --diversity_samples "
+                                     "decodes.", lower_bound=1)
 
     def options(self, final=True):
         """Keyword arguments of ``model.decode`` (final decode, or validation)."""
@@ -58,7 +72,10 @@ class RunInfo:
     profile: str = ""        # the settings profile (paper, cpu, smoke)
     command: str = ""        # the shell command that ran
     argv: list = dataclasses.field(default_factory=list)
-    system: str = ""         # the table row it fills ("": named after the model)
+    system: str = setting(   # the table row it fills ("": named after the model)
+        "", "The table row this run fills (results.json's `system`), e.g. acvi_paper_elbo "
+        "for ACVI with the paper's ELBO; empty (default): named after --model/--attention/"
+        "--latent.")
 
 
 def system_name(config):

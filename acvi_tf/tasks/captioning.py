@@ -35,6 +35,7 @@ from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.training.trainer import Trainer
 from acvi_tf.utils.files import load_json, write_text
 from acvi_tf.utils.progress import Stopwatch, log
+from acvi_tf.utils.settings import ADOPTED, SAVED, setting
 
 CLI = "experiments.caption"
 SPLITS = ("val", "test")  # evaluated splits, in print order
@@ -49,18 +50,38 @@ SYNTHETIC_BANNER = (
 
 @dataclasses.dataclass
 class CaptioningConfig:
-    """The data of a captioning run (field names are the CLI's flag names)."""
-    features: Optional[str] = None       # the feature store of the clips
-    synthetic_features: bool = False     # deterministic RANDOM features (pipeline tests only)
-    split_scheme: str = "paper"          # paper (1,200/100/last 600) or s2vt (.../670)
-    caption_source: str = "s2vt"         # s2vt sents_*.txt or all_descriptions
-    min_count: int = 1                   # rarer caption words become <unk>
-    max_vocab_size: Optional[int] = None  # cap on the vocabulary (specials included)
-    max_length: int = 30                 # training captions longer than this (tokens)
-    overlong: str = "filter"             # training captions beyond max_length: filter/truncate
-    num_buckets: int = 5                 # caption-length buckets of the training batches
-    max_eval_clips: Optional[int] = None  # evaluate on the first N val/test clips only
-    meteor: bool = True                  # score METEOR too (its jar takes ~15 s to start)
+    """The data of a captioning run, one declaration per setting (a field with help is a
+    flag of experiments.caption; ``batch_size``, ``seed``, ``pad_multiple`` are the shared
+    flags of those names). The feature store is adopted from a trained run (it may have
+    moved: an explicit one wins), the evaluation's settings only saved with it."""
+    features: Optional[str] = setting(None, "Feature store of the clips (--mode="
+                                      "extract_features writes one); required unless "
+                                      "--synthetic_features.", restore=ADOPTED)
+    synthetic_features: bool = setting(False, "Use deterministic RANDOM features per clip (no "
+                                       "videos needed). For testing the pipeline only: the "
+                                       "results are labelled SYNTHETIC and are not results.",
+                                       restore=ADOPTED)
+    split_scheme: str = setting("paper", "Clip split: paper (1,200 / 100 / last 600) or s2vt "
+                                "(1,200 / 100 / 670).", choices=("paper", "s2vt"))
+    caption_source: str = setting("s2vt", "Caption files: the S2VT sents_*.txt, or "
+                                  "AllVideoDescriptions.txt.",
+                                  choices=("s2vt", "all_descriptions"))
+    min_count: int = setting(1, "Caption words seen fewer times in training become <unk>.",
+                             lower_bound=1)
+    max_vocab_size: Optional[int] = setting(None, "Cap on the vocabulary (specials included).",
+                                            lower_bound=5)
+    max_length: int = setting(30, "Training captions longer than this (tokens).",
+                              lower_bound=1)
+    overlong: str = setting("filter", "Training captions beyond --max_length: drop or cut "
+                            "them.", choices=("filter", "truncate"))
+    num_buckets: int = setting(5, "Caption-length buckets of the training batches.",
+                               lower_bound=1)
+    max_eval_clips: Optional[int] = setting(
+        None, "Evaluate on the first N val/test clips only (quick runs; results say so, and "
+        "CIDEr-D on a subset is not comparable with the split's).", lower_bound=1,
+        restore=SAVED)
+    meteor: bool = setting(True, "Score METEOR 1.5 too (when java is present); its jar takes "
+                           "~15 s to start, so the smoke profile skips it.", restore=SAVED)
     batch_size: int = 64                 # training pairs per batch
     seed: int = 0                        # data order
     pad_multiple: int = 0                # pad caption lengths to a multiple (XLA shapes)

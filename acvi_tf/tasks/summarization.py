@@ -32,6 +32,7 @@ from acvi_tf.tasks.base import (Evaluator, Task, best_hypothesis_decoder,
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.training.schedules import ModeSchedule, PhaseSchedule, milestones
+from acvi_tf.utils.settings import ADOPTED, SAVED, setting
 from acvi_tf.training.trainer import Trainer
 from acvi_tf.utils.files import write_lines
 from acvi_tf.utils.progress import Stopwatch, log
@@ -42,17 +43,34 @@ PHASES = ("table5", "none")
 
 @dataclasses.dataclass
 class SummarizationConfig:
-    """The data, schedule and evaluation of a summarization run (field names are the
-    CLI's flag names)."""
-    vocab_size: int = 50_000             # vocabulary size, the 4 special tokens included
-    max_enc_steps: int = 400             # article tokens the encoder reads (last phase)
-    max_dec_steps: int = 100             # summary tokens trained on (last phase)
-    phases: str = "table5"               # table5: Table 5's phases of truncation; none
-    coverage_steps: int = 3_000          # the last steps, with coverage on
-    max_train_pairs: Optional[int] = None  # train on the first N pairs only
-    max_eval_pairs: Optional[int] = None  # evaluate on the first N test articles
-    meteor: bool = True                  # score METEOR 1.5 (needs java)
-    eval_before_coverage: bool = True    # also evaluate at the end of the last phase
+    """The data, schedule and evaluation of a summarization run, one declaration per
+    setting (a field with help is a flag of experiments.summarize; ``batch_size``,
+    ``seed``, ``pad_multiple`` are the shared flags of those names). The schedule's
+    settings are adopted from a trained run, the evaluation's only saved with it."""
+    vocab_size: int = setting(50_000, "Vocabulary size, the 4 special tokens included (See "
+                              "et al.'s 50K: the most frequent words of finished_files/vocab).",
+                              lower_bound=5)
+    max_enc_steps: int = setting(400, "Article tokens the encoder reads (the last phase's "
+                                 "truncation).", lower_bound=1)
+    max_dec_steps: int = setting(100, "Summary tokens trained on (the last phase's "
+                                 "truncation).", lower_bound=1)
+    phases: str = setting("table5", "table5: Table 5's five phases of growing truncation "
+                          "over the steps before coverage; none: the final lengths "
+                          "throughout.", choices=PHASES, restore=ADOPTED)
+    coverage_steps: int = setting(3_000, "The last steps, with coverage on (w_k trained, Eq. 9 "
+                                  "in the loss); needs --coverage.", lower_bound=0,
+                                  restore=ADOPTED)
+    max_train_pairs: Optional[int] = setting(None, "Train on the first N pairs only.",
+                                             lower_bound=1, restore=ADOPTED)
+    max_eval_pairs: Optional[int] = setting(None, "Evaluate on the first N test articles "
+                                            "(default: all; the results say so).",
+                                            lower_bound=1, restore=SAVED)
+    meteor: bool = setting(True, "Score METEOR 1.5 (exact and full; needs java). Each mode "
+                           "starts the jar (~15 s), so the smoke profile skips it.",
+                           restore=SAVED)
+    eval_before_coverage: bool = setting(True, "With --coverage_steps, also evaluate on test "
+                                         "at the end of the last phase (Table 1's rows "
+                                         "without coverage).", restore=SAVED)
     batch_size: int = 16                 # training pairs per batch
     seed: int = 0                        # data order
     pad_multiple: int = 0                # pad article/summary lengths to a multiple (XLA shapes)

@@ -35,6 +35,7 @@ from acvi_tf.training.trainer import Trainer, is_chief
 from acvi_tf.utils import manifest
 from acvi_tf.utils.files import write_lines
 from acvi_tf.utils.progress import Stopwatch, log
+from acvi_tf.utils.settings import SAVED, setting
 
 DATASETS = tr.DATASETS
 LANGS = {"iwslt15_en_vi": ("en", "vi"), "wmt16_en_ro": ("en", "ro"), "multi30k": ("en", "de")}
@@ -42,19 +43,36 @@ LANGS = {"iwslt15_en_vi": ("en", "vi"), "wmt16_en_ro": ("en", "ro"), "multi30k":
 
 @dataclasses.dataclass
 class TranslationConfig:
-    """The data of a translation run (field names are the CLI's flag names)."""
-    dataset: str = "multi30k"            # data registry name
-    src: str = ""                        # source language ('': the dataset's first)
-    tgt: str = ""                        # target language ('': the dataset's other one)
-    variant: str = "tok"                 # Multi30k files: tok (official tokenized) or raw
-    min_count: int = 2                   # Multi30k: rarer words become <unk>
-    max_vocab_size: Optional[int] = None  # cap on the word vocabularies (specials included)
-    bpe_vocab_size: int = 32_000         # WMT'16: shared sentencepiece BPE size
-    max_train_lines: Optional[int] = None  # read only the first N training pairs
-    max_eval_lines: Optional[int] = None  # evaluate on the first N dev/test pairs only
-    max_length: int = 50                 # training length limit in tokens (both sides)
-    overlong: str = "filter"             # training pairs beyond max_length: filter or truncate
-    num_buckets: int = 25                # length buckets of the training batches (width 2 over 50)
+    """The data of a translation run, one declaration per setting (a field with help is a
+    flag of experiments.translate; ``batch_size``, ``seed``, ``pad_multiple`` are the
+    shared flags of those names)."""
+    dataset: str = setting("multi30k", "Translation dataset (data registry name).",
+                           choices=DATASETS)
+    src: str = setting("", "Source language (default: the dataset's first).",
+                       flag_default=None)
+    tgt: str = setting("", "Target language (default: the dataset's other one).",
+                       flag_default=None)
+    variant: str = setting("tok", "Multi30k files: tok (official lowercased, tokenized; "
+                           "default) or raw.", choices=("tok", "raw"))
+    min_count: int = setting(2, "Multi30k: words seen fewer times become <unk>.",
+                             lower_bound=1)
+    max_vocab_size: Optional[int] = setting(None, "Cap on the word vocabularies (specials "
+                                            "included).", lower_bound=5)
+    bpe_vocab_size: int = setting(32_000, "WMT'16: shared sentencepiece BPE size.",
+                                  lower_bound=100)
+    max_train_lines: Optional[int] = setting(None, "Read only the first N training pairs.",
+                                             lower_bound=1)
+    max_eval_lines: Optional[int] = setting(
+        None, "Evaluate on the first N dev/test pairs only (quick runs; the results say so).",
+        lower_bound=1, restore=SAVED)
+    max_length: int = setting(50, "Training length limit in tokens (both sides).",
+                              lower_bound=1)
+    overlong: str = setting("filter", "Training pairs beyond --max_length: drop them, or cut "
+                            "them (tensorflow/nmt).", choices=("filter", "truncate"))
+    num_buckets: int = setting(
+        25, "Length buckets of the training batches, of width ceil(--max_length / "
+        "num_buckets) tokens: 25 over 50 is OpenNMT-tf's width 2, 1.29x the steps/s of 5 "
+        "end to end (results/bench_peers_train.md).", lower_bound=1)
     pad_multiple: int = 0                # pad batch lengths to a multiple (fewer XLA shapes)
     batch_size: int = 64                 # training pairs per batch
     seed: int = 0                        # data order

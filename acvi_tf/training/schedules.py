@@ -15,6 +15,7 @@ import math
 
 import keras
 
+LR_DECAYS = ("none", "luong", "cosine")  # TrainConfig.lr_decay
 KL_ANNEALING = ("linear", "sigmoid", "bahuleyan")
 SIGMOID_STEEPNESS = 10.0  # logistic slope in units of 1 / anneal_steps (0.7% at the start)
 

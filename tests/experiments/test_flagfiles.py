@@ -9,6 +9,7 @@ builds weights lazily, so a paper-size model costs nothing here).
 """
 
 import glob
+import json
 import os
 import types
 
@@ -44,6 +45,21 @@ def parse(module, argv):
     return fv
 
 
+# What every flagfile resolved to at the commit before the settings were generated from the
+# config dataclasses (issue 36): the settings its run saves in run_config.json.
+SETTINGS = os.path.join(os.path.dirname(__file__), "flagfile_settings.json")
+
+
+def saved_settings(module, fv, model_dir):
+    """The settings a run of these flags saves (run_config.json's ``flags``)."""
+    if module is translate:
+        translate.save_flags(model_dir, types.SimpleNamespace(src="en", tgt="de"), fv)
+    else:
+        module.save_flags(model_dir, fv)
+    with open(os.path.join(model_dir, "run_config.json"), encoding="utf-8") as f:
+        return json.load(f)["flags"]
+
+
 def model_config(module, fv):
     from acvi_tf.data.vocab import Vocab
     if module is translate:
@@ -74,7 +90,7 @@ def test_the_parametrized_flagfiles_are_every_flagfile_on_disk_and_every_table_r
 
 @pytest.mark.parametrize("path", CONFIGS + STUDY_CONFIGS,
                          ids=[os.path.basename(p) for p in CONFIGS + STUDY_CONFIGS])
-def test_flagfile_parses_with_its_cli_and_builds_its_model(path):
+def test_flagfile_parses_with_its_cli_and_builds_its_model(path, tmp_path):
     with open(path, encoding="utf-8") as f:
         lines = [line.strip() for line in f]
     assert lines[0].startswith("#"), f"{path}: start with a comment saying which row it is"
@@ -85,6 +101,11 @@ def test_flagfile_parses_with_its_cli_and_builds_its_model(path):
     assert fv.profile in module.PROFILES
     config = model_config(module, fv)
     build_model(config)  # a ValueError here: the model refuses these settings
+    # every setting resolves as before (a setting added since may be new)
+    with open(SETTINGS, encoding="utf-8") as f:
+        before = json.load(f)[os.path.relpath(path, tables.CONFIG_DIR)]
+    now = saved_settings(module, fv, str(tmp_path))
+    assert {k: now.get(k, "<gone>") for k in before} == before
     if fv.model_dir:  # a table row writes where the tables expect it
         stem = os.path.basename(path)[:-len(".flags")]
         assert fv.model_dir.startswith("runs/"), (path, fv.model_dir)

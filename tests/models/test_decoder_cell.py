@@ -80,7 +80,8 @@ def test_decoder_cell_flag_reaches_the_model_config():
     config = xflags.model_config_from_flags(fv, src_vocab_size=10, tgt_vocab_size=11)
     assert (config.decoder_cell, config.latent, config.latent_options) == \
         ("gru", "vrnmt", {"latent_dim": 4})
-    assert "decoder_cell" in xflags.MODEL_FLAGS  # restored from model_dir in eval/decode
+    # restored from model_dir in eval/decode
+    assert "decoder_cell" in xflags.shared_flags(xflags.RESTORED)
     fv = flags.FlagValues()
     translate.define_flags(fv)
     with pytest.raises(flags.IllegalFlagValueError):
