@@ -127,10 +127,10 @@ def make_strategy(flag_values=FLAGS):
     """The ``--strategy`` of this process, made once: :func:`resolve_run_flags` makes it
     before anything starts TensorFlow (a multi-worker strategy and logical CPU devices
     can only be set up then), and the training reuses it."""
-    from acvi_tf.training.distribute import make_strategy as _make_strategy
+    from acvi_tf.training import distribute
     key = (flag_values.strategy, flag_values.num_devices or None)
     if key not in _STRATEGIES:
-        _STRATEGIES[key] = _make_strategy(*key)
+        _STRATEGIES[key] = distribute.make_strategy(*key)
     return _STRATEGIES[key]
 
 
