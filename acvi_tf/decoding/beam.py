@@ -22,9 +22,8 @@ ids in tfa's BeamSearchDecoder).
 
 import tensorflow as tf
 
-from acvi_tf.decoding.greedy import (ATTENTION, NEG_INF, check_lengths, forbid_end,
-                                     get_attention, relaxed_shapes, set_batch_size,
-                                     write_time)
+from acvi_tf.decoding.greedy import (ATTENTION, NEG_INF, check_lengths, get_attention,
+                                     relaxed_shapes, set_batch_size, write_time)
 
 NORMALIZATIONS = ("none", "average", "gnmt")
 
@@ -98,9 +97,10 @@ class _Search:
     """
 
     def __init__(self, step_fn, end_id, beam_width, max_length, min_length,
-                 length_normalization, alpha):
+                 length_normalization, alpha, banned_ids=()):
         self.step_fn = step_fn
         self.end_id = end_id
+        self.banned_ids = tuple(sorted({int(i) for i in banned_ids}))
         self.beam_width = beam_width
         self.max_length = max_length
         self.min_length = min_length
@@ -137,10 +137,10 @@ class _Search:
     def step(self, step, loop):
         """Extends the alive hypotheses by one token; returns the next loop state."""
         log_probs, state, extras = self.step_fn(loop["inputs"], loop["state"])
-        log_probs = forbid_end(tf.cast(log_probs, tf.float32), self.end_id, step,
-                               self.min_length)
+        log_probs = tf.cast(log_probs, tf.float32)
         batch = tf.shape(loop["alive_log_probs"])[0]
-        scores, parents, tokens = self.top_candidates(loop["alive_log_probs"], log_probs)
+        scores, parents, tokens = self.top_candidates(loop["alive_log_probs"], log_probs,
+                                                      step)
         candidates = {
             "parents": parents,
             "tokens": tokens,
@@ -163,28 +163,50 @@ class _Search:
         new.update(finished)
         return new
 
-    def top_candidates(self, alive_log_probs, log_probs):
+    def num_masked(self):
+        """How many tokens a step may forbid: the banned ones, and the end token while
+        fewer than ``min_length`` tokens are out."""
+        return len(self.banned_ids) + (1 if self.min_length > 0 else 0)
+
+    def mask(self, tokens, scores, step):
+        """``scores`` with -inf where ``tokens`` is banned, or is the end token before
+        ``min_length`` (:func:`greedy.forbid_end`)."""
+        forbidden = tf.zeros_like(tokens, tf.bool)
+        for token in self.banned_ids:
+            forbidden = tf.logical_or(forbidden, tf.equal(tokens, token))
+        if self.min_length > 0:
+            forbidden = tf.logical_or(forbidden, tf.logical_and(
+                tf.equal(tokens, tf.cast(self.end_id, tokens.dtype)), step < self.min_length))
+        return tf.where(forbidden, tf.constant(NEG_INF, scores.dtype), scores)
+
+    def top_candidates(self, alive_log_probs, log_probs, step):
         """The 2K best extensions: (log-probs, parents, tokens), each [B, 2K], best first.
 
-        Two stages: each row's best 2K tokens, then the best 2K of those K * 2K. No row
-        can place more than 2K candidates in the overall best 2K, and top_k breaks ties by
-        position in both stages as a single top_k over [B, K * V] does (parent, then
-        token), so the result is the same; the additions shrink from K * V to 2K * K.
+        Two stages: each row's best 2K + m tokens (m: :meth:`num_masked`), with the
+        forbidden ones among them set to -inf, then the best 2K of those K * (2K + m).
+        A row's best 2K allowed tokens are among its best 2K + m, no row can place more
+        than 2K candidates in the overall best 2K, and top_k breaks ties by position in
+        both stages as a single top_k over the masked [B, K * V] does (parent, then
+        token), so the result is the same; the masks and the additions shrink from
+        K * V entries to K * (2K + m).
         """
         k = self.beam_width
         batch = tf.shape(alive_log_probs)[0]
         vocab = log_probs.shape[-1]
         n = self.num_candidates(vocab)
-        if vocab is None or vocab <= n:
+        m = self.num_masked()
+        if vocab is None or vocab <= n + m:
             vocab = tf.shape(log_probs)[-1]
+            log_probs = self.mask(tf.range(vocab)[None, :], log_probs, step)
             totals = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, k, -1])
             scores, flat = tf.math.top_k(tf.reshape(totals, [batch, -1]), k=n)
             return scores, flat // vocab, flat % vocab
-        row_scores, row_tokens = tf.math.top_k(log_probs, k=n)            # [B*K, 2K]
-        totals = alive_log_probs[:, :, None] + tf.reshape(row_scores, [batch, k, n])
-        scores, flat = tf.math.top_k(tf.reshape(totals, [batch, k * n]), k=n)
-        tokens = tf.gather(tf.reshape(row_tokens, [batch, k * n]), flat, batch_dims=1)
-        return scores, flat // n, tokens
+        row_scores, row_tokens = tf.math.top_k(log_probs, k=n + m)        # [B*K, 2K+m]
+        row_scores = self.mask(row_tokens, row_scores, step)
+        totals = alive_log_probs[:, :, None] + tf.reshape(row_scores, [batch, k, n + m])
+        scores, flat = tf.math.top_k(tf.reshape(totals, [batch, k * (n + m)]), k=n)
+        tokens = tf.gather(tf.reshape(row_tokens, [batch, k * (n + m)]), flat, batch_dims=1)
+        return scores, flat // (n + m), tokens
 
     def record_attention(self, loop, attention, alive_parents, step, batch):
         """Writes this step's attention (by computing row) and the new beams' parents."""
@@ -305,7 +327,8 @@ class _Search:
 
 
 def beam_search(step_fn, initial_state, start_ids, end_id, beam_width, max_length,
-                min_length=0, length_normalization="none", alpha=0.6, num_best=None):
+                min_length=0, length_normalization="none", alpha=0.6, num_best=None,
+                banned_ids=()):
     """Beam search for the best-scoring outputs of a batch.
 
     Args:
@@ -321,6 +344,9 @@ def beam_search(step_fn, initial_state, start_ids, end_id, beam_width, max_lengt
         length_normalization: "none", "average" or "gnmt" (see :func:`length_penalty`).
         alpha: the "gnmt" exponent.
         num_best: how many hypotheses to return (default K).
+        banned_ids: tokens never chosen (padding, the start token), as
+            :func:`greedy.never_emit` forbids them, masked among each row's best
+            candidates instead of over the whole vocabulary.
 
     Returns:
         dict, n = num_best or K hypotheses per batch element, best first:
@@ -335,7 +361,7 @@ def beam_search(step_fn, initial_state, start_ids, end_id, beam_width, max_lengt
                      num_best)
     start_ids = tf.convert_to_tensor(start_ids, tf.int32)
     search = _Search(step_fn, end_id, beam_width, max_length, min_length,
-                     length_normalization, alpha)
+                     length_normalization, alpha, banned_ids)
 
     def body(step, loop):
         return step + 1, search.step(step, loop)

@@ -415,9 +415,10 @@ class Seq2Seq(keras.Model):
 
         def beam_step_fn(ids, s):
             return self.step(ids, s, tiled_memory, training=False)
-        return decoding.beam_search(decoding.never_emit(beam_step_fn, banned), state, start_ids, self.config.eos_id,
+        return decoding.beam_search(beam_step_fn, state, start_ids, self.config.eos_id,
                                     beam_width, max_length, min_length=min_length,
-                                    length_normalization=length_normalization, alpha=alpha)
+                                    length_normalization=length_normalization, alpha=alpha,
+                                    banned_ids=banned)
 
     def build_for_checkpoint(self, batch):
         """Creates every variable by running one forward pass, eagerly, on ``batch`` cut to

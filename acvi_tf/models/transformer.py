@@ -411,7 +411,7 @@ class Transformer(keras.Model):
                 state, start_ids, self.config.eos_id, max_length, min_length=min_length)
         tiled = decoding.tile_beam(memory_state, beam_width)
         return decoding.beam_search(
-            decoding.never_emit(lambda ids, s: self.step(ids, s, tiled, training=False),
-                                banned),
+            lambda ids, s: self.step(ids, s, tiled, training=False),
             state, start_ids, self.config.eos_id, beam_width, max_length,
-            min_length=min_length, length_normalization=length_normalization, alpha=alpha)
+            min_length=min_length, length_normalization=length_normalization, alpha=alpha,
+            banned_ids=banned)

@@ -480,27 +480,52 @@ def test_bad_arguments_are_rejected():
         greedy_search(*args, tf.constant(3))
 
 
+@pytest.mark.parametrize("banned,min_length,step", [((), 0, 0), ((2, 5), 0, 1),
+                                                     ((), 3, 1), ((0, 2), 3, 2),
+                                                     ((0, 2), 3, 3)])
 @pytest.mark.parametrize("beam_width,vocab", [(1, 7), (3, 50), (4, 9)])
-def test_two_stage_top_k_equals_one_top_k_over_all_extensions_ties_included(beam_width,
-                                                                            vocab):
-    """The search's candidates (each row's best 2K, then the best 2K of those) are the
-    ones of a single top_k over [B, K * V], ties broken the same way (lower parent, then
-    lower token): scores on a coarse grid make ties common; -inf entries included."""
+def test_two_stage_top_k_equals_one_top_k_over_all_extensions_ties_included(
+        beam_width, vocab, banned, min_length, step):
+    """The search's candidates (each row's best 2K + m, the m forbidden tokens -- banned,
+    or the end token before min_length -- set to -inf among them, then the best 2K of
+    those) are the ones of a single top_k over the masked [B, K * V], ties broken the
+    same way (lower parent, then lower token): scores on a coarse grid make ties common;
+    -inf entries included."""
     from acvi_tf.decoding.beam import _Search
-    rng = np.random.default_rng(beam_width * 100 + vocab)
+    rng = np.random.default_rng(beam_width * 100 + vocab + 7 * step + len(banned))
     batch = 6
-    search = _Search(None, END, beam_width, 5, 0, "none", ALPHA)
+    search = _Search(None, END, beam_width, 5, min_length, "none", ALPHA, banned)
     for _ in range(20):
         log_probs = rng.integers(-4, 1, (batch * beam_width, vocab)).astype(np.float32)
         log_probs[rng.random(log_probs.shape) < 0.2] = -np.inf
         alive = rng.integers(-3, 1, (batch, beam_width)).astype(np.float32)
         alive[:, 1:][rng.random((batch, beam_width - 1)) < 0.3] = -np.inf
         scores, parents, tokens = search.top_candidates(tf.constant(alive),
-                                                        tf.constant(log_probs))
-        totals = (alive[:, :, None] + log_probs.reshape(batch, beam_width, vocab)
+                                                        tf.constant(log_probs),
+                                                        tf.constant(step))
+        masked = log_probs.copy()
+        masked[:, list(banned)] = -np.inf
+        if step < min_length:
+            masked[:, END] = -np.inf
+        totals = (alive[:, :, None] + masked.reshape(batch, beam_width, vocab)
                   ).reshape(batch, -1)
         want_scores, flat = tf.math.top_k(totals, k=2 * beam_width)
         np.testing.assert_array_equal(scores.numpy(), want_scores.numpy())
         finite = np.isfinite(want_scores.numpy())  # -inf slots may name any candidate
         np.testing.assert_array_equal(parents.numpy()[finite], (flat.numpy() // vocab)[finite])
         np.testing.assert_array_equal(tokens.numpy()[finite], (flat.numpy() % vocab)[finite])
+
+
+@pytest.mark.parametrize("vocab", [VOCAB, 12])  # 12: the two-stage top-k with masks
+@pytest.mark.parametrize("normalization", NORMALIZATIONS)
+def test_banned_ids_equal_never_emit(normalization, vocab):
+    """beam_search(banned_ids=...) (the mask among each row's best candidates) gives the
+    outputs of the search through never_emit (the mask over the whole vocabulary)."""
+    max_length, beam_width, min_length = 5, 3, 2
+    model = ToyModel.random(seed=5, batch=3, max_length=max_length, vocab=vocab)
+    wrapped = BannedToyModel(model)
+    want = run_beam(wrapped, beam_width, max_length, min_length, normalization)
+    got = run_beam(model, beam_width, max_length, min_length, normalization,
+                   banned_ids=[BannedToyModel.BANNED])
+    for key in ("ids", "lengths", "scores", "log_probs"):
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
