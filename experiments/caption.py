@@ -46,22 +46,16 @@ features of a batch of clips and returns their captions
 """
 
 import logging
-import sys
 
 from absl import app, flags
 
-from acvi_tf.data import msvd
-from acvi_tf.run.restore import load_model
-from acvi_tf.tasks import captioning as task_lib
-from acvi_tf.tasks.base import read_lines, write_output
-from acvi_tf.tasks.captioning import (DEFAULT_FEATURES, DEFAULT_VIDEOS, CaptioningConfig,
-                                      CaptioningTask, FeaturesMissing)
-from acvi_tf.utils.provenance import command_line
+from acvi_tf.tasks.caption_features import DEFAULT_VIDEOS, FeaturesMissing, extract_features
+from acvi_tf.tasks.captioning import CaptioningConfig
 from experiments import flags as xflags
+from experiments import run_modes
 
 FLAGS = flags.FLAGS
 MODULE = "experiments.caption"
-MODES = xflags.MODES + ("extract_features",)
 
 PROFILES = {
     # Section 4.2 / Appendix B. Not in the paper (our choices): head_units (the
@@ -96,6 +90,23 @@ PROFILES = {
 }
 
 
+def check_flags(fv=FLAGS):
+    xflags.check_run_flags(fv)
+    if fv.diversity_samples:
+        raise xflags.FlagError("diversity_samples", "only experiments.translate and "
+                               "experiments.summarize run the sampled diversity protocol "
+                               "so far")
+    if fv.head != "softmax":
+        raise xflags.FlagError("head", f"{fv.head!r}: captioning has no source words to copy; "
+                               f"use softmax")
+
+
+CLI = run_modes.Cli(MODULE, "caption", PROFILES, check_flags,
+                    errors=((FeaturesMissing, ""),))
+# --mode=extract_features makes a feature store, outside any run directory
+MODES = CLI.modes("extract_features")
+
+
 def define_flags(fv=FLAGS):
     """The shared flags (experiments.flags) and the captioning flags, in ``fv``.
 
@@ -119,107 +130,15 @@ def define_flags(fv=FLAGS):
                       "store is marked random-init).", **kw)
 
 
-# ---------------------------------------------------------------------------
-# Features
-# ---------------------------------------------------------------------------
-
-
-def make_task(fv=FLAGS):
-    """The :class:`CaptioningTask` of the parsed flags."""
-    return CaptioningTask(xflags.config_from_flags(CaptioningConfig, fv),
-                          xflags.decode_config_from_flags(fv), xflags.run_info(MODULE, fv))
-
-
-def load_data(model_dir, fv=FLAGS, log=print, check_features=True):
-    """Captions, splits, vocabulary and features of the run (see ``task_lib.load_data``)."""
-    return task_lib.load_data(model_dir, xflags.config_from_flags(CaptioningConfig, fv), log,
-                              check_features=check_features)
-
-
-def model_config(data, fv=FLAGS):
-    return task_lib.model_config(xflags.model_config_from_flags(fv), data)
-
-
-def save_flags(model_dir, fv=FLAGS):
-    xflags.save_flags(model_dir, MODULE, xflags.task_flags(CaptioningConfig), None, fv)
-
-
-def dry_run(model_dir, fv=FLAGS):
-    """Prints the command, the caption and feature status; exit 3 if features are missing."""
-    command = command_line(MODULE, [a for a in sys.argv[1:] if a != "--dry_run"])
-    print(f"command: {command}")
-    print(f"profile: {fv.profile}; --attention={fv.attention}; model_dir: {model_dir}")
-    for line in msvd.counts_report(fv.caption_source, scheme=fv.split_scheme):
-        print(f"  {line}")
-    ok, lines = task_lib.features_status(fv.features, fv.synthetic_features, fv.split_scheme)
-    print("\n".join(lines))
-    if ok:
-        return 0
-    print(task_lib.how_to_make_features(fv.features or DEFAULT_FEATURES))
-    return 3
-
-
-def check_flags(fv=FLAGS):
-    xflags.check_run_flags(fv)
-    if fv.diversity_samples:
-        raise xflags.FlagError("diversity_samples", "only experiments.translate and "
-                               "experiments.summarize run the sampled diversity protocol "
-                               "so far")
-    if fv.head != "softmax":
-        raise xflags.FlagError("head", f"{fv.head!r}: captioning has no source words to copy; "
-                               f"use softmax")
-
-
-def run(model_dir, task, fv=FLAGS):
-    """The mode of ``--mode``; returns the exit code."""
-    data = task.load_data(model_dir, check_features=fv.mode not in xflags.READ_ONLY_MODES)
-    task.log(data.report)
-    if fv.mode in ("train", "train_eval"):
-        if data.partial and not fv.allow_partial_data:
-            raise SystemExit(
-                f"error: the msvd caption files are partial copies and --profile="
-                f"{fv.profile} needs them whole. Get them: {task_lib.data_how_to_get()}. Or "
-                f"pass --allow_partial_data.")
-        trained = xflags.train(task, model_dir, lambda: save_flags(model_dir, fv), fv)
-        if trained is None:
-            return 0
-        model, evaluator, info, config = trained
-        step = info["steps"]
-    else:
-        model, step = load_model(model_dir, task_lib.build_batch(model_dir))
-        config = task.model_config(xflags.model_config_from_flags(fv))
-        if fv.mode == "decode":
-            clips = [c.strip() for c in read_lines(fv.input, sys.stdin) if c.strip()]
-            hyps = task.caption_clips(model, clips)
-            write_output(fv.output, [f"{c}\t{h}" for c, h in zip(clips, hyps)], task.log,
-                         "captions")
-            return 0
-        if fv.mode == "export":
-            task.export(model, model_dir, fv.export_dir, step)
-            return 0
-        evaluator, info = task.evaluator(), None
-    results, seconds = evaluator.evaluate(model, step, model_dir)
-    task.finish(model_dir, task.results(results, seconds, step, config, extra=info))
-    return 0
-
-
 def main(argv):
     logging.getLogger("absl").setLevel(logging.WARNING)
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     fv = FLAGS
-    errors = [(FeaturesMissing, "")]
     if fv.mode == "extract_features":
-        return xflags.run_guarded(lambda: task_lib.extract_features(
-            fv.features, fv.videos, fv.cnn_weights, fv.allow_random_cnn, fv.progress), errors)
-    model_dir = xflags.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
-    xflags.resolve_run_flags(model_dir, fv.mode, PROFILES, CaptioningConfig, fv,
-                             module=MODULE)
-    check_flags(fv)
-    if fv.dry_run:
-        return dry_run(model_dir, fv)
-    return xflags.run_guarded(lambda: run(model_dir, make_task(fv), fv), errors,
-                              model_dir=model_dir, mode=fv.mode, module=MODULE)
+        run_modes.no_arguments(argv)
+        return xflags.run_guarded(lambda: extract_features(
+            fv.features, fv.videos, fv.cnn_weights, fv.allow_random_cnn, fv.progress),
+            CLI.errors)
+    return run_modes.main(CLI, argv, fv)
 
 
 if __name__ == "__main__":

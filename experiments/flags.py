@@ -5,11 +5,11 @@ and help (:func:`acvi_tf.utils.settings.setting`); :func:`define_flags` generate
 flags from those dataclasses (:func:`experiments.run_settings.configs`) and adds the few
 flags of one start of a CLI (``--profile``, ``--model_dir``, ``--mode``, ...). A task
 CLI calls :func:`define_flags` with its profiles (``{name: {flag: value}}``, overrides
-of the dataclass defaults) and :func:`define_config_flags` with its task's config class,
-then, in ``main``, :func:`resolve_run_flags` (the profile
-and a trained run's saved settings become the defaults of the flags not given
-explicitly -- on the command line or in a ``--flagfile`` -- so any explicit flag wins),
-and builds its configs with :func:`model_config_from_flags` /
+of the dataclass defaults) and :func:`define_config_flags` with its task's config class;
+its ``main`` is :func:`experiments.run_modes.main`, which calls :func:`resolve_run_flags`
+(the profile and a trained run's saved settings become the defaults of the flags not
+given explicitly -- on the command line or in a ``--flagfile`` -- so any explicit flag
+wins) and builds the configs with :func:`model_config_from_flags` /
 :func:`train_config_from_flags` / :func:`config_from_flags`. The configs go to a task
 (:mod:`acvi_tf.tasks`), which never sees a flag.
 
@@ -24,8 +24,6 @@ Every flag error names the flag: absl reports bad enum/number values itself (``f
 
 from absl import flags
 
-from acvi_tf.run.results import update_results
-from acvi_tf.training.trainer import is_chief
 from experiments.checks import (check_model_values, check_option_values,  # noqa: F401
                                 check_run_flags, require_model_dir)
 from experiments.config_flags import (FlagError, config_from_flags,  # noqa: F401
@@ -84,19 +82,3 @@ def define_attention_plot_flags(flag_values=FLAGS):
                         "sigma per source position).", flag_values=flag_values)
     flags.DEFINE_integer("attention_plots_count", 5, "How many inputs --attention_plots draws.",
                          lower_bound=1, flag_values=flag_values)
-
-
-def train(task, model_dir, save, flag_values=FLAGS):
-    """Trains ``task`` with the model, training and strategy flags; ``save()`` writes the
-    run's settings once the model config is checked. --mode=train stops there (its
-    training info goes to results.json) and gives None; otherwise ``(model, evaluator,
-    info, model config)`` for the evaluation."""
-    fv = flag_values
-    config = task.model_config(model_config_from_flags(fv))
-    model, evaluator, info = task.train(model_dir, config,
-                                        train_config_from_flags(model_dir, fv),
-                                        make_strategy(fv), before_training=save)
-    if fv.mode == "train" or not is_chief():  # the chief alone evaluates and writes results
-        update_results(model_dir, **info)
-        return None
-    return model, evaluator, info, config

@@ -52,24 +52,17 @@ sample summaries, an attention heat-map), ``decode_test.txt`` /
 """
 
 import logging
-import os
-import sys
 
 from absl import app, flags
 
 from acvi_tf.metrics.meteor import MeteorError
 from acvi_tf.metrics.rouge import RougeError
-from acvi_tf.run.restore import load_model
-from acvi_tf.run.results import finish_results
-from acvi_tf.tasks import summarization as task_lib
-from acvi_tf.tasks.base import read_lines, write_output
-from acvi_tf.tasks.summarization import SummarizationConfig, SummarizationTask
-from acvi_tf.utils.provenance import command_line
+from acvi_tf.tasks.summarization import SummarizationConfig
 from experiments import flags as xflags
+from experiments import run_modes
 
 FLAGS = flags.FLAGS
 MODULE = "experiments.summarize"
-MODES = xflags.MODES + ("lead3", "duc2004", "val")
 
 PROFILES = {
     # Section 4.1, Appendix A (Table 5) and See et al. (2017): 128-d embeddings, one
@@ -116,6 +109,20 @@ PROFILES = {
 }
 
 
+def check_flags(fv=FLAGS):
+    """Cross-flag checks; errors name the flag."""
+    xflags.check_run_flags(fv)
+    config = xflags.config_from_flags(SummarizationConfig, fv)
+    train_steps = fv.train_steps if fv.mode in ("train", "train_eval") else None
+    xflags.run_guarded(lambda: config.check(train_steps, fv.coverage))
+
+
+# A trained run's --train_steps is adopted in every mode: its phase schedule (when
+# coverage is on) is laid over them.
+CLI = run_modes.Cli(MODULE, "summarize", PROFILES, check_flags,
+                    errors=(((RougeError, MeteorError), "metric could not run: "),),
+                    adopted=("train_steps",))
+MODES = CLI.modes()
 
 
 def define_flags(fv=FLAGS):
@@ -130,93 +137,15 @@ def define_flags(fv=FLAGS):
     xflags.define_attention_plot_flags(fv)
 
 
-def make_task(fv=FLAGS):
-    """The :class:`SummarizationTask` of the parsed flags."""
-    return SummarizationTask(xflags.config_from_flags(SummarizationConfig, fv),
-                             xflags.decode_config_from_flags(fv), xflags.run_info(MODULE, fv))
-
-
-def check_flags(fv=FLAGS):
-    """Cross-flag checks; errors name the flag."""
-    xflags.check_run_flags(fv)
-    config = xflags.config_from_flags(SummarizationConfig, fv)
-    train_steps = fv.train_steps if fv.mode in ("train", "train_eval") else None
-    xflags.run_guarded(lambda: config.check(train_steps, fv.coverage))
-
-
 def schedule(fv=FLAGS):
     """The :class:`PhaseSchedule` of the run (Table 5 laid over --train_steps)."""
     return xflags.config_from_flags(SummarizationConfig, fv).schedule(fv.train_steps,
                                                                       fv.coverage)
 
 
-def model_config(vocab, fv=FLAGS):
-    return task_lib.model_config(xflags.model_config_from_flags(fv), vocab)
-
-
-def save_flags(model_dir, fv=FLAGS):
-    xflags.save_flags(model_dir, MODULE, xflags.task_flags(SummarizationConfig), None, fv)
-
-
-def run(model_dir, task, fv=FLAGS):
-    """The mode of ``--mode``; returns the exit code."""
-    if fv.mode == "lead3":
-        os.makedirs(model_dir, exist_ok=True)
-        task.lead3(model_dir)
-        return 0
-    if fv.mode in ("train", "train_eval"):
-        complete, lines = task.data_status()
-        xflags.check_partial_data(complete, lines, "cnn_dailymail", task.how_to_get(), fv,
-                                  " Or pass --allow_partial_data.")
-        task.load_vocab(model_dir)
-        trained = xflags.train(task, model_dir, lambda: save_flags(model_dir, fv), fv)
-        if trained is None:
-            return 0
-        model, evaluator, info, config = trained
-        scores = evaluator.evaluate(model, info["steps"], model_dir)
-        finish_results(model_dir, task.results(scores, config, extra=info), task.log)
-        return 0
-    model, step = load_model(model_dir, task_lib.build_batch(fv.head == "pointer"))
-    task.load_vocab(model_dir)
-    config = task.model_config(xflags.model_config_from_flags(fv))
-    if fv.mode == "export":
-        task.export(model, step, config, fv.train_steps, model_dir, fv.export_dir)
-    elif fv.mode == "decode":
-        lines = read_lines(fv.input, sys.stdin)
-        summaries = task.summarize(model, step, config, fv.train_steps, lines,
-                                   fv.attention_plots, fv.attention_plots_count)
-        write_output(fv.output, [" ".join(w) for w in summaries], task.log, "summaries")
-    elif fv.mode == "duc2004":
-        task.duc2004(model, step, config, fv.train_steps, model_dir)
-    elif fv.mode == "val":
-        task.validate(model, step, config, fv.train_steps, model_dir)
-    else:
-        scores = task.evaluator(config, fv.train_steps).evaluate(model, step, model_dir)
-        finish_results(model_dir, task.results(scores, config), task.log)
-    return 0
-
-
 def main(argv):
     logging.getLogger("absl").setLevel(logging.WARNING)
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    fv = FLAGS
-    model_dir = xflags.require_model_dir(fv)
-    # duc2004 and val read a trained model exactly as eval does.
-    restore_mode = "eval" if fv.mode in ("duc2004", "val") else fv.mode
-    saved = xflags.resolve_run_flags(model_dir, restore_mode, PROFILES, SummarizationConfig,
-                                     fv, module=MODULE)
-    if saved and "train_steps" in saved["flags"] and not xflags.explicit("train_steps", fv):
-        # the trained run's phase schedule (its adopted settings) is laid over its steps
-        fv.set_default("train_steps", saved["flags"]["train_steps"])
-    check_flags(fv)
-    if fv.dry_run:
-        complete, lines = task_lib.data_status()
-        print(f"command: {command_line(MODULE)}\n" + "\n".join(lines))
-        return 0 if complete else 3
-    return xflags.run_guarded(lambda: run(model_dir, make_task(fv), fv),
-                              errors=[((RougeError, MeteorError), "metric could not run: ")],
-                              model_dir=model_dir, mode=fv.mode, module=MODULE)
+    return run_modes.main(CLI, argv, FLAGS)
 
 
 if __name__ == "__main__":

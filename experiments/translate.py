@@ -36,22 +36,15 @@ steps, the best-val checkpoint evaluated), ``smoke`` (seconds; tests).
 """
 
 import logging
-import os
-import sys
 
 from absl import app, flags
 
-from acvi_tf.run.restore import load_model
-from acvi_tf.run.results import finish_results
-from acvi_tf.tasks.base import read_lines, write_output
-from acvi_tf.tasks import translation as task_lib
-from acvi_tf.tasks.translation import TranslationConfig, TranslationTask
-from acvi_tf.utils.provenance import command_line
+from acvi_tf.tasks.translation import TranslationConfig
 from experiments import flags as xflags
+from experiments import run_modes
 
 FLAGS = flags.FLAGS
 MODULE = "experiments.translate"
-MODES = xflags.MODES + ("copy_baseline",)
 
 PROFILES = {
     # Section 4.3 and Appendix C; the rest as tensorflow/nmt's IWSLT'15 defaults.
@@ -98,6 +91,16 @@ PROFILES["cpu_converged"] = dict(PROFILES["cpu"], train_steps=8000, eval_subset=
                                  select_best="dev_bleu", num_buckets=25)
 
 
+def check_flags(fv=FLAGS):
+    """Cross-flag checks that absl cannot express; errors name the flag."""
+    xflags.run_guarded(lambda: xflags.config_from_flags(TranslationConfig, fv).check())
+    xflags.check_run_flags(fv)
+
+
+CLI = run_modes.Cli(MODULE, "translate", PROFILES, check_flags)
+MODES = CLI.modes()
+
+
 def define_flags(fv=FLAGS):
     """Defines the shared flags (experiments.flags) and the translation flags in ``fv``."""
     xflags.define_flags(PROFILES, default_profile="cpu", modes=MODES, flag_values=fv)
@@ -113,95 +116,11 @@ def define_flags(fv=FLAGS):
 define_flags()
 
 
-def make_task(fv=FLAGS):
-    """The :class:`TranslationTask` of the parsed flags."""
-    return TranslationTask(xflags.config_from_flags(TranslationConfig, fv),
-                           xflags.decode_config_from_flags(fv), xflags.run_info(MODULE, fv))
-
-
-def check_flags(fv=FLAGS):
-    """Cross-flag checks that absl cannot express; errors name the flag."""
-    xflags.run_guarded(lambda: xflags.config_from_flags(TranslationConfig, fv).check())
-    xflags.check_run_flags(fv)
-
-
-def model_config(data, fv=FLAGS):
-    """The run's ModelConfig: the model flags and the vocabularies of ``data``."""
-    return task_lib.model_config(xflags.model_config_from_flags(fv), data)
-
-
-def save_flags(model_dir, task, fv=FLAGS):
-    xflags.save_flags(model_dir, MODULE, xflags.task_flags(TranslationConfig),
-                      {"src": task.src, "tgt": task.tgt}, fv)
-
-
-def dry_run(model_dir, task, fv=FLAGS):
-    """Prints the resolved command and the data status; returns the exit code."""
-    command = command_line(MODULE, [a for a in sys.argv[1:] if a != "--dry_run"])
-    print(f"command: {command}")
-    print(f"profile: {fv.profile}; {fv.dataset} {task.src}->{task.tgt}; "
-          f"--attention={fv.attention}; model_dir: {model_dir}")
-    complete, lines = task.data_status()
-    print("\n".join(lines))
-    if complete:
-        print("data: complete")
-        return 0
-    print(f"data: INCOMPLETE for {fv.dataset}. To get it: {task.how_to_get()}")
-    return 3
-
-
-def run(model_dir, task, fv=FLAGS):
-    """The mode of ``--mode``; returns the exit code."""
-    if fv.mode in ("train", "train_eval"):
-        complete, lines = task.data_status()
-        xflags.check_partial_data(complete, lines, fv.dataset, task.how_to_get(), fv,
-                                  " Or pass --allow_partial_data to train on what is there.")
-    if fv.mode == "copy_baseline":
-        os.makedirs(model_dir, exist_ok=True)
-        task.copy_baseline(model_dir)
-        return 0
-    if fv.mode in ("train", "train_eval"):
-        task.load_data(model_dir)
-        trained = xflags.train(task, model_dir, lambda: save_flags(model_dir, task, fv), fv)
-        if trained is None:
-            return 0
-        model, evaluator, info, config = trained
-        step = info["steps"]
-    else:
-        task.load_data(model_dir)
-        model, step = load_model(model_dir, task.build_batch())
-        config = task.model_config(xflags.model_config_from_flags(fv))
-        if fv.mode == "export":
-            task.export(model, model_dir, fv.export_dir, step)
-            return 0
-        if fv.mode == "decode":
-            hyps = task.translate_lines(model, read_lines(fv.input, sys.stdin),
-                                        fv.attention_plots, fv.attention_plots_count)
-            write_output(fv.output, hyps, task.log, "translations")
-            return 0
-        evaluator, info = task.evaluator(), None
-    results, seconds = evaluator.evaluate(model, step, model_dir)
-    finish_results(model_dir, task.results(results, seconds, step, config, extra=info),
-                   task.log)
-    return 0
-
-
 def main(argv):
     # Tokenized BLEU (IWSLT, Multi30k) is intended; sacrebleu's "forgot to
     # detokenize?" warning would only be noise.
     logging.getLogger("sacrebleu").setLevel(logging.ERROR)
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    fv = FLAGS
-    model_dir = xflags.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
-    xflags.resolve_run_flags(model_dir, fv.mode, PROFILES, TranslationConfig, fv,
-                             module=MODULE)
-    check_flags(fv)
-    task = make_task(fv)
-    if fv.dry_run:
-        return dry_run(model_dir, task, fv)
-    return xflags.run_guarded(lambda: run(model_dir, task, fv), model_dir=model_dir,
-                              mode=fv.mode, module=MODULE)
+    return run_modes.main(CLI, argv, FLAGS)
 
 
 if __name__ == "__main__":

@@ -1,24 +1,32 @@
-"""What every task shares: the registry, the decoding settings, batched decoding,
-the Trainer's resumable data protocol and the one :class:`Evaluator` interface.
+"""What every task shares: the registry, the decoding settings, the one :class:`Task`
+interface (train, evaluate, decode, export, finish; the training sequence itself), the
+one :class:`Evaluator` interface and the Trainer's resumable data protocol. Batched
+decoding is :mod:`acvi_tf.tasks.decode_batches`'s.
 
 A task (:mod:`acvi_tf.tasks.translation`, ``summarization``, ``captioning``) takes
 dataclass configs -- never flags -- and owns its data, its output head settings, its
 evaluation and ``data_status``. The CLIs under ``experiments/`` turn flags into
-those configs and pick the mode.
+those configs, and one dispatch (:mod:`experiments.run_modes`) runs the mode through
+the interface; nothing here calls back into them.
 """
 
 import dataclasses
 import os
 import sys
+from typing import Any, Callable, Optional
 
-import numpy as np
 import tensorflow as tf
 
-from acvi_tf import attention, decoding, latent
-from acvi_tf.errors import RunError
-from acvi_tf.models import model_names
+from acvi_tf import attention, latent
+from acvi_tf.data import sources
 from acvi_tf.decoding.beam import NORMALIZATIONS
+from acvi_tf.errors import RunError
+from acvi_tf.models import build_model, model_names
 from acvi_tf.registry import Registry
+from acvi_tf.run.directory import check_model_config
+from acvi_tf.run.restore import load_model, warm_start_fn
+from acvi_tf.run.results import finish_results
+from acvi_tf.training.trainer import Trainer
 from acvi_tf.utils.settings import setting
 
 TASKS = Registry("task")
@@ -96,27 +104,188 @@ def system_names():
             | set(model_names()) - {"seq2seq"})
 
 
+@dataclasses.dataclass
+class Mode:
+    """A mode of one task beyond the shared ones (``Task.EXTRA_MODES``): the task's method
+    that runs it, and whether it needs the trained model of the run directory. Without a
+    model, ``method(model_dir)`` gives the fields of results.json (the dispatch finishes
+    them: :meth:`Task.finish`); with one, ``method(trained, model_dir)`` gives the
+    sections it adds to results.json (``{"duc2004": {...}}``)."""
+    method: str
+    needs_model: bool
+
+
+@dataclasses.dataclass
+class TrainingData:
+    """What a task's :meth:`Task.training_data` gives the Trainer: its data protocol
+    (:func:`resumable_train_data`), what results.json records of the data (``info``) and
+    the mode schedule (None: the Trainer's default, ACVI's Gumbel tail)."""
+    batches: Callable
+    info: dict
+    mode_schedule: Any = None
+
+
+@dataclasses.dataclass
+class TrainingPlan:
+    """A run ready for its first step (:meth:`Task.prepare_training`): the data read and
+    batched, the model config checked against the run directory, the evaluator made."""
+    model_dir: str
+    model_config: Any
+    train_config: Any
+    data: TrainingData
+    evaluator: "Evaluator"
+
+
+@dataclasses.dataclass
+class Trained:
+    """A trained model of a run, as :meth:`Task.train` leaves it or :meth:`Task.restore`
+    rebuilds it from the run directory: what evaluate, decode and export read.
+    ``train_steps``: the run's (a summarization run's phase schedule says from it when
+    coverage is on); ``info``: the training's fields of results.json (None when restored);
+    ``evaluator``: the training's (it keeps the end-of-training dev decode)."""
+    model: Any
+    step: int
+    config: Any
+    train_steps: int = 0
+    info: Optional[dict] = None
+    evaluator: Optional["Evaluator"] = None
+
+
 class Task:
     """A task: its data config (a dataclass of the task module), the decoding settings
-    and what the results record of the run; ``log`` takes progress lines."""
+    and what the results record of the run; ``log`` takes progress lines.
+
+    The one interface the CLIs call (:mod:`experiments.run_modes`), the same in every
+    task: :meth:`prepare_training` then :meth:`train`, :meth:`restore`, :meth:`evaluate`,
+    :meth:`decode`, :meth:`export` and :meth:`finish`, after :meth:`load_data`. A task
+    implements the hooks: :meth:`training_data`, :meth:`evaluator`, :meth:`results`,
+    :meth:`model_config`, :meth:`build_batch`, :meth:`decode`, :meth:`export`,
+    ``data_status`` and ``how_to_get``."""
+
+    CONFIG = None          # the task's config class (its fields are the task CLI's flags)
+    DATASET = ""           # what data_status checks, in messages
+    OUTPUTS = "lines"      # what --mode=decode writes, in its log line
+    EXTRA_MODES = {}       # {mode: Mode} beyond train_eval, train, eval, decode, export
 
     def __init__(self, config, decode=None, run=None, log=None):
         self.config = config
-        self.decode = decode or DecodeConfig()
+        self.decode_config = decode or DecodeConfig()
         self.run = run or RunInfo()
         self.log = log or _stderr
+
+    # -- data and model (task hooks) -------------------------------------------------
+    def describe(self):
+        """The data of the run in a few words (the dry run's line)."""
+        return self.DATASET
+
+    def data_status(self):
+        """``(complete, lines)``: every data file of the run, missing, partial or complete."""
+        raise NotImplementedError
+
+    def how_to_get(self):
+        """Where the missing data come from (the message of a missing-data stop)."""
+        raise NotImplementedError
+
+    def resolved_settings(self):
+        """Settings of the config the task resolved (defaults filled in), saved with the
+        run's flags: ``{}`` unless the task resolves any."""
+        return {}
+
+    def load_data(self, model_dir, read_only=False):
+        """The run's vocabulary and data, from ``model_dir`` if saved there (else built and
+        saved there). ``read_only``: decode or export, which check only what they read."""
+        raise NotImplementedError
 
     def model_config(self, arch):
         """``arch`` (a ModelConfig of the architecture) completed with the task's
         vocabulary sizes and ids (and feature size)."""
         raise NotImplementedError
 
-    def train(self, model_dir, model_config, train_config, strategy=None,
-              before_training=None):
-        """Trains (resuming from ``model_dir``); returns ``(model, evaluator, info)``.
-        ``before_training()`` runs once the model config is checked against the run
-        directory (the CLI saves its settings there)."""
+    def build_batch(self, model_dir=None, model_config=None):
+        """A one-example batch that builds the model saved in ``model_dir`` (of
+        ``model_config``), to restore it."""
         raise NotImplementedError
+
+    def evaluator(self, model_config=None, train_steps=0):
+        """The task's :class:`Evaluator` of a model of ``model_config`` trained for
+        ``train_steps``."""
+        raise NotImplementedError
+
+    def results(self, evaluation, model_config=None, step=0, extra=None, system=None):
+        """The fields of results.json of ``evaluation`` (what the task's evaluator's
+        ``evaluate`` gave) of a model of ``model_config`` at ``step``; ``extra``: the
+        training's fields; ``system``: a baseline's row name (no model)."""
+        raise NotImplementedError
+
+    def training_data(self, model_dir, model_config, train_config):
+        """The :class:`TrainingData` of a run (its progress lines logged)."""
+        raise NotImplementedError
+
+    def run_trainer(self, trainer, plan):
+        """Runs ``trainer`` to the end; returns ``(fields of results.json, metrics)``. A
+        task that evaluates on the way (summarization, before coverage) overrides it."""
+        return {}, trainer.train()
+
+    # -- the modes -------------------------------------------------------------------
+    def prepare_training(self, model_dir, model_config, train_config):
+        """Everything before the first training step: the data read and batched, the model
+        config checked against a resumed run's, the evaluator made. The CLI saves its
+        settings into ``model_dir`` after this and before :meth:`train`."""
+        os.makedirs(model_dir, exist_ok=True)
+        data = self.training_data(model_dir, model_config, train_config)
+        check_model_config(model_dir, model_config)
+        return TrainingPlan(model_dir, model_config, train_config, data,
+                            self.evaluator(model_config, train_config.train_steps))
+
+    def train(self, plan, strategy=None):
+        """Trains the :class:`TrainingPlan` (resuming from its run directory); returns the
+        :class:`Trained` model, its ``info`` the training's fields of results.json."""
+        config, init_from = plan.train_config, plan.train_config.init_from
+        batch = self.build_batch(init_from, plan.model_config) if init_from else None
+        trainer = Trainer(lambda: build_model(plan.model_config), config, plan.data.batches,
+                          eval_fn=plan.evaluator.eval_fn,
+                          mode_schedule=plan.data.mode_schedule, strategy=strategy,
+                          log=self.log,
+                          warm_start=warm_start_fn(init_from, plan.model_dir, batch, self.log))
+        info, metrics = self.run_trainer(trainer, plan)
+        info.update({**trainer.run_info(metrics), **plan.data.info,
+                     "train_command": self.run.command,
+                     "diagnostics": plan.evaluator.final_diagnostics})
+        return Trained(trainer.model, info["steps"], plan.model_config, config.train_steps,
+                       info, plan.evaluator)
+
+    def restore(self, model_dir, model_config, train_steps=0):
+        """The :class:`Trained` model of ``model_dir`` (its checkpoint to evaluate)."""
+        model, step = load_model(model_dir, self.build_batch(model_dir, model_config))
+        return Trained(model, step, model_config, train_steps)
+
+    def evaluate(self, trained, model_dir):
+        """The final evaluation of ``trained`` (decodes written into ``model_dir``); returns
+        the fields of results.json (:meth:`finish` writes them)."""
+        evaluator = trained.evaluator or self.evaluator(trained.config, trained.train_steps)
+        evaluation = evaluator.evaluate(trained.model, trained.step, model_dir)
+        return self.results(evaluation, trained.config, trained.step, extra=trained.info)
+
+    def decode(self, trained, lines, attention_plots=None, plot_count=0):
+        """Input lines in the task's form -> output lines, with the final decoding settings.
+        With ``attention_plots`` (a directory), the attention of the first ``plot_count``
+        inputs is drawn there."""
+        raise NotImplementedError
+
+    def export(self, trained, model_dir, export_dir):
+        """A SavedModel of ``trained`` in ``export_dir`` that decodes as :meth:`decode`."""
+        raise NotImplementedError
+
+    def finish(self, model_dir, results):
+        """Writes ``results`` (the fields of :meth:`evaluate` or of a baseline) into
+        ``model_dir/results.json`` with the run's wall time and provenance."""
+        return finish_results(model_dir, results, self.log)
+
+
+def how_to_get(dataset):
+    """Where the data of ``dataset`` comes from, for a missing-data message."""
+    s = sources.get(dataset)
+    return f"{s.how_to_get} (homepage: {s.homepage}; local mirror: $ACVI_DATA_MIRROR/{dataset}/)"
 
 
 def _stderr(message):
@@ -129,7 +298,8 @@ class Evaluator:
     ``eval_fn(model, step)`` is the Trainer's validation hook (TensorBoard scalars,
     texts, images; at the last step it keeps ``final_diagnostics``, the dev
     diagnostics that go into results.json). ``evaluate(model, step, model_dir)`` is the
-    final evaluation of a trained model; it returns the results fields of the task.
+    final evaluation of a trained model; what it returns, the task's
+    :meth:`Task.results` turns into the fields of results.json.
     """
 
     final_diagnostics = None
@@ -176,175 +346,3 @@ def pad_to_multiple(batch, multiple, keys=("src", "tgt_in", "tgt_out")):
     return out
 
 
-def decode_in_batches(decode_fn, lengths, make_batch, batch_size, attention_for=()):
-    """Decodes items in length-sorted batches (less padding) and returns them in input order.
-
-    ``make_batch(indices)`` builds the model batch of those items; ``decode_fn``
-    returns ``ids`` [B, T], ``lengths`` [B] and optionally ``attention``
-    [B, T, N] of the best hypothesis. Items of length 0 decode to ``[]``.
-    Returns ``(hyp_ids, attention)``: a list of id lists and ``{index: [hyp_len,
-    src_len] array}`` for the indices in ``attention_for``.
-    """
-    lengths = np.asarray(lengths)
-    order = np.argsort(-lengths, kind="stable")  # longest first: a slow batch shows early
-    hyp_ids = [[] for _ in range(len(lengths))]
-    attention_out = {}
-    wanted = set(attention_for)
-    todo = [i for i in order if lengths[i] > 0]
-    for start in range(0, len(todo), batch_size):
-        idx = todo[start:start + batch_size]
-        out = decode_fn(make_batch(idx))
-        ids = out["ids"].numpy()
-        lens = out["lengths"].numpy()
-        att = out["attention"].numpy() if "attention" in out and wanted else None
-        for row, i in enumerate(idx):
-            hyp_ids[i] = ids[row, :lens[row]].tolist()
-            if att is not None and i in wanted:
-                attention_out[i] = att[row, :max(int(lens[row]), 1), :lengths[i]]
-    return hyp_ids, attention_out
-
-
-def best_hypothesis_decoder(model, input_signature, beam_width=1, max_length=50, min_length=0,
-                            length_normalization="none", alpha=0.6, seeded=False):
-    """A tf.function batch -> best hypothesis (``ids``, ``lengths``, ``score``,
-    ``attention``: :func:`acvi_tf.decoding.best_hypothesis`). ``seeded``: the function
-    takes ``(batch, seed)``, the stateless seed of whatever the model samples."""
-
-    def decode(batch, seed=0):
-        out = model.decode(batch, beam_width=beam_width, max_length=max_length,
-                           min_length=min_length, length_normalization=length_normalization,
-                           alpha=alpha, seed=seed)
-        return decoding.best_hypothesis(out, beam_width)
-
-    signature = [input_signature] + ([tf.TensorSpec([], tf.int32)] if seeded else [])
-    return tf.function(decode, input_signature=signature, autograph=False)
-
-
-def sampling_components(model):
-    """The parts of ``model`` that can sample their latent at decode time (ACVI's and the
-    Gaussian attention's context, VED's and VRNMT's z): those with ``sample_at_decode``."""
-    parts = [getattr(model, "variant", None), getattr(model, "latent", None)]
-    return [p for p in parts if p is not None and hasattr(p, "sample_at_decode")]
-
-
-def sampled_decodes(model, input_signature, lengths, make_batch, samples, batch_size=64,
-                    max_length=50):
-    """Bahuleyan et al.'s diversity protocol (their Table 2): ``samples`` greedy decodes of
-    each item, each with the latent drawn afresh (``sample_at_decode`` switched on for the
-    trace, a different stateless seed per sample). Returns one list of ``samples`` id
-    lists per item. A model with nothing to sample is refused: its K decodes would be
-    one decode K times."""
-    parts = sampling_components(model)
-    if not parts:
-        raise RunError(f"--diversity_samples: {system_name(model.config)} samples nothing at "
-                       f"decode time (it has no stochastic latent or context); the protocol "
-                       f"is for ACVI, the Gaussian attention, VED and VRNMT")
-    before = [p.sample_at_decode for p in parts]
-    try:
-        for p in parts:
-            p.sample_at_decode = True  # read when the decoder is traced, below
-        decode = best_hypothesis_decoder(model, input_signature, beam_width=1,
-                                         max_length=max_length, seeded=True)
-        groups = [[] for _ in lengths]
-        for k in range(samples):
-            seed = tf.constant(k + 1, tf.int32)
-            hyp_ids, _ = decode_in_batches(lambda batch: decode(batch, seed), lengths,
-                                           make_batch, batch_size)
-            for group, ids in zip(groups, hyp_ids):
-                group.append(ids)
-        return groups
-    finally:
-        for p, b in zip(parts, before):
-            p.sample_at_decode = b
-
-
-class BatchedDecoder:
-    """One traced best-hypothesis decoder per (model, search settings), cached: the
-    piece the three tasks' translator / summarizer / captioner share."""
-
-    def __init__(self, input_signature, batch_size=64):
-        self.input_signature = input_signature
-        self.batch_size = batch_size
-        self._decoders = {}
-
-    def decoder(self, model, opts, key=()):
-        k = (id(model), tuple(sorted(opts.items())), key)
-        if k not in self._decoders:
-            self._decoders[k] = best_hypothesis_decoder(model, self.input_signature, **opts)
-        return self._decoders[k]
-
-    def decode(self, model, opts, lengths, make_batch, attention_for=(), key=()):
-        return decode_in_batches(self.decoder(model, opts, key), lengths, make_batch,
-                                 self.batch_size, attention_for)
-
-
-def read_lines(path, stream):
-    """The lines of ``path`` (or of ``stream`` when path is empty), newline stripped. A
-    line that is not UTF-8 is a :class:`RunError` naming the file and the line."""
-    name = path or "<stdin>"
-    if path:
-        if os.path.isdir(path):
-            raise RunError(f"--input={path} is a directory, not a text file")
-        with open(path, "rb") as f:
-            raw = f.read()
-    else:
-        raw = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
-    if isinstance(raw, str):
-        raw = raw.encode("utf-8", "surrogateescape")
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    out = []
-    for number, line in enumerate(lines, 1):
-        try:
-            out.append(line.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise RunError(f"{name}, line {number}: not UTF-8 (byte {line[e.start]:#04x} at "
-                           f"column {e.start + 1}); convert the input to UTF-8") from None
-    return out
-
-
-def write_attention_plots(out_dir, model, attention, pictures):
-    """One PNG per ``(index, source ids, source tokens, target tokens)`` in ``pictures``:
-    a_t^i (``attention[index]``, [T, N]) of the decoded output, source tokens against
-    target tokens, with ACVI's mean sigma(h_i) (Eq. 18) per source position as a second
-    panel. Tokens are vocabulary tokens, so OOV words show as ``<unk>``; target steps
-    past the tokens given are the end token. Returns the paths."""
-    from acvi_tf.utils.attention_plots import plot_attention
-    if pictures and not attention:
-        raise RunError(f"--attention_plots: --model={model.config.model} gives no attention "
-                       f"weights to draw")
-    paths = []
-    for index, ids, src, tgt in pictures:
-        a = np.asarray(attention[index])
-        src, tgt = list(src)[:a.shape[1]], list(tgt)[:a.shape[0]]
-        tgt += ["</s>"] * (a.shape[0] - len(tgt))
-        sigma = source_sigma(model, ids)
-        path = os.path.join(out_dir, f"attention_{index:04d}.png")
-        plot_attention(path, a[:, :len(src)], src, tgt,
-                       sigma=None if sigma is None else sigma[:len(src)],
-                       title=f"input {index + 1} ({model.config.attention})")
-        paths.append(path)
-    return paths
-
-
-def source_sigma(model, ids):
-    """The context variant's mean sigma per source position (ACVI), or None."""
-    variant = getattr(model, "variant", None)
-    if variant is None:
-        return None
-    memory_state, _ = model.start({"src": tf.constant([ids], tf.int32)}, training=False)
-    values = variant.diagnostics(memory_state).get("sigma_mean")
-    return None if values is None else np.asarray(values)[0]
-
-
-def write_output(path, texts, log=print, what="lines"):
-    """``texts`` one a line to ``path`` (stdout when empty)."""
-    text = "".join(t + "\n" for t in texts)
-    if path:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        log(f"wrote {len(texts)} {what} to {path}")
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()

@@ -2,7 +2,8 @@
 
 The model is the one seq2seq machine over the 24 GoogLeNet frame features of a clip
 (``src`` [B, 24, 1024] with ``src_len``). :class:`CaptioningTask` owns the captions,
-the vocabulary and the feature store (or labelled SYNTHETIC features), the batching
+the vocabulary and the feature store (or labelled SYNTHETIC features:
+:mod:`acvi_tf.tasks.caption_features`), the batching
 (:mod:`acvi_tf.data.batching`), and the evaluation: one beam-search caption per clip
 scored against all its references with pycocoevalcap (:class:`CaptioningEvaluator`).
 It takes a :class:`CaptioningConfig`, a :class:`~acvi_tf.tasks.base.DecodeConfig` and a
@@ -11,41 +12,32 @@ It takes a :class:`CaptioningConfig`, a :class:`~acvi_tf.tasks.base.DecodeConfig
 
 import dataclasses
 import os
-import warnings
 from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
 from acvi_tf.data import msvd, sources
-from acvi_tf.data import video_features as vf
 from acvi_tf.data.batching import Batches
 from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
-from acvi_tf.errors import ConfigError, RunError
+from acvi_tf.errors import ConfigError
 from acvi_tf.metrics.caption import ALL_METRICS, format_scores, score_captions
-from acvi_tf.models import build_model
-from acvi_tf.run.directory import check_model_config, check_vocab_size, save_vocab
-from acvi_tf.run.restore import warm_start_fn
-from acvi_tf.run.results import finish_results
-from acvi_tf.tasks.base import (Evaluator, Task, best_hypothesis_decoder,
-                                decode_in_batches, pad_to_multiple, register_task,
-                                resumable_train_data, system_name)
+from acvi_tf.run.directory import check_vocab_size, save_vocab
+from acvi_tf.tasks.base import (Evaluator, Task, TrainingData, pad_to_multiple,
+                                register_task, resumable_train_data, system_name)
+from acvi_tf.tasks.caption_features import (CLI, DEFAULT_FEATURES, DEFAULT_VIDEOS,  # noqa: F401
+                                            SYNTHETIC_BANNER, FeaturesMissing,
+                                            check_coverage, extract_features,
+                                            features_status, how_to_make_features,
+                                            open_features)
+from acvi_tf.tasks.decode_batches import BatchedDecoder
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
-from acvi_tf.training.trainer import Trainer
 from acvi_tf.utils.files import load_json, write_text
 from acvi_tf.utils.progress import Stopwatch, log
 from acvi_tf.utils.settings import ADOPTED, SAVED, setting
 
-CLI = "experiments.caption"
 SPLITS = ("val", "test")  # evaluated splits, in print order
-DEFAULT_FEATURES = os.path.join("data", "msvd", "googlenet_pool5")
-DEFAULT_VIDEOS = os.path.join("data", "msvd", "YouTubeClips")
-SYNTHETIC_BANNER = (
-    "!" * 78 + "\n"
-    "!!  SYNTHETIC FEATURES: random vectors, not computed from any video.\n"
-    "!!  The scores below test the pipeline only and say NOTHING about the paper.\n"
-    + "!" * 78)
 
 
 @dataclasses.dataclass
@@ -85,80 +77,6 @@ class CaptioningConfig:
     batch_size: int = 64                 # training pairs per batch
     seed: int = 0                        # data order
     pad_multiple: int = 0                # pad caption lengths to a multiple (XLA shapes)
-
-
-def how_to_make_features(features=DEFAULT_FEATURES):
-    """What to produce and how (the message of every missing-features stop)."""
-    return (
-        "Real features are the GoogLeNet pool5/7x7_s1 vectors of 24 frames per clip "
-        "(Section 4.2). To make them:\n"
-        f"  1. videos: unpack YouTubeClips.tar ({msvd.MSVD.homepage}) into {DEFAULT_VIDEOS}/\n"
-        "  2. weights: bvlc_googlenet.caffemodel + deploy.prototxt (BVLC Caffe model zoo), "
-        "converted with pycaffe:\n"
-        "       net = caffe.Net('deploy.prototxt', 'bvlc_googlenet.caffemodel', caffe.TEST)\n"
-        "       np.savez('bvlc_googlenet.npz', **{f'{n}/{i}': p.data for n, ps in "
-        "net.params.items() for i, p in enumerate(ps)})\n"
-        "     (or a caffe-tensorflow .npy)\n"
-        "  3. a video decoder: pip install opencv-python-headless\n"
-        f"  4. python -m {CLI} --mode=extract_features --videos={DEFAULT_VIDEOS} "
-        f"--cnn_weights=bvlc_googlenet.npz --features={features}\n"
-        "Or run the pipeline on labelled synthetic features: --synthetic_features "
-        "(make table3-smoke); those numbers are not results.")
-
-
-class FeaturesMissing(Exception):
-    """No usable feature store; the message says what to produce and how."""
-
-
-def open_features(features, synthetic, log=None):
-    """The feature source of a run: a FeatureStore, or SyntheticFeatures (loudly)."""
-    if synthetic and features:
-        raise ConfigError("synthetic_features", f"give either --features={features} or "
-                        f"--synthetic_features, not both")
-    if synthetic:
-        if log:
-            log(SYNTHETIC_BANNER)
-        return vf.SyntheticFeatures(warn=False)
-    if not features:
-        raise FeaturesMissing("no --features store given (and no --synthetic_features).\n"
-                              + how_to_make_features())
-    if not os.path.exists(os.path.join(features, vf.INDEX_FILE)):
-        raise FeaturesMissing(f"--features={features}: no feature store there (missing "
-                              f"{vf.INDEX_FILE}). MSVD videos and CNN features are not on "
-                              f"this machine.\n" + how_to_make_features(features))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", vf.SyntheticFeaturesWarning)
-        store = vf.FeatureStore.open(features)
-    if not store.pretrained and log:
-        log(f"WARNING: {features} holds {'synthetic' if store.synthetic else 'random-CNN'} "
-            f"features; the scores are NOT results.")
-    return store
-
-
-def check_coverage(store, clips, where):
-    """Raises FeaturesMissing naming the clips of ``where`` without features."""
-    missing = [c for c in clips if c not in store]
-    if missing:
-        root = getattr(store, "root", "the feature store")
-        raise FeaturesMissing(f"{root}: {len(missing)} of the {len(clips)} {where} clips have "
-                              f"no features (e.g. {', '.join(missing[:5])}); rerun "
-                              f"--mode=extract_features (it resumes) or check the videos.\n"
-                              + how_to_make_features(root))
-
-
-def features_status(features, synthetic, scheme="paper"):
-    """``(ok, lines)``: does the feature source cover every clip of the split scheme?"""
-    if synthetic:
-        return True, ["  features: SYNTHETIC (random; the numbers are not results)"]
-    try:
-        store = open_features(features, False)
-        for split, clips in msvd.split_clips(scheme).items():
-            check_coverage(store, clips, f"{scheme} {split}")
-    except FeaturesMissing as e:
-        return False, [f"  MISSING  features: {str(e).splitlines()[0]}"]
-    kind = "pretrained" if store.pretrained else "NOT pretrained (random CNN)"
-    return True, [f"  ok       features: {features} ({len(store)} clips, {kind}, "
-                  f"{store.metadata.get('feature')})"]
 
 
 # ---------------------------------------------------------------------------
@@ -226,6 +144,18 @@ def train_transform(with_features, pad_multiple=0):
     return transform
 
 
+def caption_files(source):
+    """``(partial, lines)``: the S2VT caption files against their official line counts
+    (AllVideoDescriptions.txt has none to check)."""
+    partial, lines = False, []
+    if source == "s2vt":
+        for fname in msvd.SPLIT_FILES.values():
+            message, is_partial = sources.completeness(msvd.NAME, fname)
+            partial |= bool(is_partial)
+            lines.append(message)
+    return partial, lines
+
+
 def load_data(model_dir, config, log=print, store=None, check_features=True):
     """Captions, splits and the vocabulary (from ``model_dir`` if saved there).
 
@@ -233,12 +163,7 @@ def load_data(model_dir, config, log=print, store=None, check_features=True):
     evaluation); decoding checks only the clips it is asked for.
     """
     store = store or open_features(config.features, config.synthetic_features, log)
-    partial, lines = False, []
-    if config.caption_source == "s2vt":
-        for fname in msvd.SPLIT_FILES.values():
-            message, is_partial = sources.completeness(msvd.NAME, fname)
-            partial |= bool(is_partial)
-            lines.append(message)
+    partial, lines = caption_files(config.caption_source)
     splits = msvd.load_splits(config.split_scheme, config.caption_source)
     for split in ("val", "test"):
         if config.max_eval_clips:
@@ -266,21 +191,16 @@ def load_data(model_dir, config, log=print, store=None, check_features=True):
 class Captioner:
     """One caption per clip (greedy or beam search), batched, in clip order."""
 
-    def __init__(self, model, data, beam_width=1, max_length=30, min_length=0,
-                 length_normalization="none", alpha=0.6, batch_size=64):
-        self.data, self.batch_size = data, batch_size
-        self._decode = best_hypothesis_decoder(
-            model, {"src": tf.TensorSpec([None, None, data.dim], tf.float32),
-                    "src_len": tf.TensorSpec([None], tf.int32)},
-            beam_width=beam_width, max_length=max_length, min_length=min_length,
-            length_normalization=length_normalization, alpha=alpha)
+    def __init__(self, model, data, batch_size=64, **opts):
+        self.model, self.data, self.opts = model, data, opts
+        self._decoder = BatchedDecoder({"src": tf.TensorSpec([None, None, data.dim], tf.float32),
+                                        "src_len": tf.TensorSpec([None], tf.int32)}, batch_size)
 
     def caption(self, split, rows, attention_for=()):
         """Captions (token strings) of the clips at ``rows`` of ``split``."""
-        lengths = [self.data.num_frames] * len(rows)
-        hyp_ids, attention = decode_in_batches(
-            self._decode, lengths, lambda idx: self.data.feature_batch(split, [rows[i] for i in idx]),
-            self.batch_size, attention_for)
+        hyp_ids, attention = self._decoder.decode(
+            self.model, self.opts, [self.data.num_frames] * len(rows),
+            lambda idx: self.data.feature_batch(split, [rows[i] for i in idx]), attention_for)
         return [" ".join(self.data.vocab.decode(ids)) for ids in hyp_ids], attention
 
 
@@ -406,22 +326,50 @@ class CaptioningTask(Task):
     """Captioning: captions, vocabulary and features, training on (clip, caption) pairs,
     coco-caption evaluation and decoding of clips."""
 
+    CONFIG = CaptioningConfig
+    DATASET = "msvd"
+    OUTPUTS = "captions"
+
     def __init__(self, config, decode=None, run=None, log=log):
         super().__init__(config, decode, run, log)
         self.data = None
 
-    def load_data(self, model_dir, check_features=True):
-        self.data = load_data(model_dir, self.config, self.log, check_features=check_features)
+    def describe(self):
+        return f"msvd {self.config.split_scheme} split"
+
+    def data_status(self):
+        """``(complete, lines)``: the caption files and the features of every clip (with
+        the recipe for features when they are missing)."""
+        c = self.config
+        partial, _ = caption_files(c.caption_source)
+        lines = [f"  {line}" for line in msvd.counts_report(c.caption_source,
+                                                            scheme=c.split_scheme)]
+        ok, feature_lines = features_status(c.features, c.synthetic_features, c.split_scheme)
+        recipe = [] if ok else [how_to_make_features(c.features or DEFAULT_FEATURES)]
+        return ok and not partial, lines + feature_lines + recipe
+
+    def how_to_get(self):
+        return f"{data_how_to_get()}; features: python -m {CLI} --mode=extract_features"
+
+    def load_data(self, model_dir, read_only=False):
+        """Captions, splits, vocabulary and features (:func:`load_data`); decode and export
+        check the features of the clips they read only."""
+        self.data = load_data(model_dir, self.config, self.log, check_features=not read_only)
+        self.log(self.data.report)
         return self.data
 
     def model_config(self, arch):
         return model_config(arch, self.data)
 
-    def evaluator(self, train_steps=0):
-        return CaptioningEvaluator(self.data, self.config, self.decode, train_steps, self.log)
+    def build_batch(self, model_dir=None, model_config=None):
+        return build_batch(model_dir)
 
-    def train(self, model_dir, model_config, train_config, strategy=None, before_training=None):
-        """Trains (resuming from model_dir if possible); returns (model, evaluator, info)."""
+    def evaluator(self, model_config=None, train_steps=0):
+        return CaptioningEvaluator(self.data, self.config, self.decode_config, train_steps,
+                                   self.log)
+
+    def training_data(self, model_dir, model_config, train_config):
+        """Bucketed, resumable batches of (clip, caption) pairs, the clips' features in."""
         c, data, steps = self.config, self.data, train_config.train_steps
         batches = data.batches("train", c.batch_size, c)
         epochs = steps / batches.num_batches()
@@ -429,30 +377,19 @@ class CaptioningTask(Task):
                  f"({batches.num_filtered:,} longer than {c.max_length} tokens "
                  f"{'dropped' if c.overlong == 'filter' else 'cut'}), "
                  f"{batches.num_batches():,} batches per epoch ({epochs:.2f} epochs)")
-        check_model_config(model_dir, model_config)
-        if before_training:
-            before_training()
-        evaluator = self.evaluator(steps)
-        init_from = train_config.init_from
-        trainer = Trainer(lambda: build_model(model_config), train_config,
-                          resumable_train_data(batches.iterator, train_transform(
-                              data.with_features("train"), c.pad_multiple)),
-                          eval_fn=evaluator.eval_fn, strategy=strategy, log=self.log,
-                          warm_start=warm_start_fn(
-                              init_from, model_dir, build_batch(init_from) if init_from else None,
-                              self.log))
-        metrics = trainer.train()
-        info = {**trainer.run_info(metrics),
-                "train_pairs": batches.num_examples, "epochs": epochs,
-                "train_data_partial": data.partial, "train_command": self.run.command,
-                "diagnostics": evaluator.final_diagnostics}
-        return trainer.model, evaluator, info
+        return TrainingData(
+            resumable_train_data(batches.iterator, train_transform(data.with_features("train"),
+                                                                   c.pad_multiple)),
+            {"train_pairs": batches.num_examples, "epochs": epochs,
+             "train_data_partial": data.partial})
 
-    def results(self, split_results, eval_seconds, step, model_config, extra=None):
-        """The fields of results.json of an evaluated run."""
+    def results(self, evaluation, model_config=None, step=0, extra=None, system=None):
+        """The fields of results.json of an evaluation (``(split results, seconds)``)."""
+        split_results, eval_seconds = evaluation
         provenance = self.data.features.provenance()
         result = {
-            "task": "caption", "dataset": "msvd", "system": self.run.system or system_name(model_config),
+            "task": "caption", "dataset": "msvd",
+            "system": system or self.run.system or system_name(model_config),
             "attention": model_config.attention, "profile": self.run.profile, "steps": step,
             "split_scheme": self.config.split_scheme,
             "scores": {s: r["scores"] for s, r in split_results.items()},
@@ -460,7 +397,8 @@ class CaptioningTask(Task):
             "synthetic_features": bool(provenance["synthetic"]),
             "pretrained_features": bool(provenance["pretrained"]),
             "command": self.run.command, "argv": self.run.argv,
-            "eval_wall_time_sec": eval_seconds, "decode": self.decode.options(final=True),
+            "eval_wall_time_sec": eval_seconds,
+            "decode": self.decode_config.options(final=True),
             "partial_eval": bool(self.config.max_eval_clips), "data_report": self.data.report}
         if provenance["synthetic"]:
             result["WARNING"] = ("SYNTHETIC features: these scores test the pipeline and say "
@@ -469,21 +407,22 @@ class CaptioningTask(Task):
         return result
 
     def finish(self, model_dir, results):
-        out = finish_results(model_dir, results, self.log)
+        out = super().finish(model_dir, results)
         if results.get("synthetic_features"):
             self.log(SYNTHETIC_BANNER)
         return out
 
-    def export(self, model, model_dir, export_dir, step):
-        """A SavedModel of ``model`` in ``export_dir`` (:mod:`acvi_tf.export.captioning`):
-        features [batch, frames, dim] in, captions out, with the final decoding settings."""
+    def export(self, trained, model_dir, export_dir):
+        """A SavedModel (:mod:`acvi_tf.export.captioning`): features [batch, frames, dim]
+        in, captions out, with the final decoding settings."""
         from acvi_tf.export import captioning as export_lib
-        return export_lib.export(model, self.data.vocab, self.data.dim, self.data.num_frames,
-                                 self.decode.options(final=True), model_dir, export_dir, step,
-                                 self.log)
+        return export_lib.export(trained.model, self.data.vocab, self.data.dim,
+                                 self.data.num_frames, self.decode_config.options(final=True),
+                                 model_dir, export_dir, trained.step, self.log)
 
-    def caption_clips(self, model, clips):
-        """Clip ids (vidN) -> one caption each."""
+    def decode(self, trained, lines, attention_plots=None, plot_count=0):
+        """Clip ids (vidN), one a line -> ``vidN<TAB>caption`` lines."""
+        clips = [c.strip() for c in lines if c.strip()]
         for c in clips:
             try:
                 msvd.vid_number(c)
@@ -491,34 +430,8 @@ class CaptioningTask(Task):
                 raise ConfigError("input", str(e)) from None
         check_coverage(self.data.features, clips, "requested")
         self.data.splits["decode"] = msvd.CaptionSplit("decode", clips, {c: [] for c in clips})
-        hyps, _ = Captioner(model, self.data, batch_size=self.decode.decode_batch_size,
-                            **self.decode.options(final=True)).caption(
+        hyps, _ = Captioner(trained.model, self.data,
+                            batch_size=self.decode_config.decode_batch_size,
+                            **self.decode_config.options(final=True)).caption(
             "decode", list(range(len(clips))))
-        return hyps
-
-
-def extract_features(features, videos, cnn_weights, allow_random_cnn=False, progress=False,
-                     log=log):
-    """Videos -> GoogLeNet pool5 features of 24 frames per clip -> the feature store."""
-    if not features:
-        raise ConfigError("features", "is required: the feature store to write")
-    if not cnn_weights and not allow_random_cnn:
-        raise ConfigError("cnn_weights", "is required: the BVLC GoogLeNet weights.\n"
-                          + how_to_make_features(features))
-    if cnn_weights and not os.path.exists(cnn_weights):
-        raise ConfigError("cnn_weights", f"file not found: {cnn_weights}")
-    paths, missing = msvd.video_paths(videos)
-    if missing:
-        log(f"{videos}: {len(missing)} of {len(missing) + len(paths)} clips have no video "
-            f"file (e.g. {', '.join(missing[:5])}); they get no features")
-    if not paths:
-        raise RunError(f"no MSVD video found in {videos}\n"
-                   + how_to_make_features(features))
-    model = vf.GoogLeNetFeatures(cnn_weights)
-    store = vf.FeatureStore.create(features, weights=model.weights_source)
-    todo = [c for c in paths if c not in store]
-    log(f"extracting {len(todo)} clips ({len(paths) - len(todo)} already in {features})")
-    done = vf.extract_features(vf.iter_video_files({c: paths[c] for c in todo}), model, store,
-                               progress=lambda c: log(f"  {c}") if progress else None)
-    log(f"{features}: {done} clips extracted, {len(store)} in the store")
-    return 0
+        return [f"{c}\t{h}" for c, h in zip(clips, hyps)]

@@ -22,16 +22,15 @@ from acvi_tf.data.batching import Batches
 from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab, split_tokens
 from acvi_tf.errors import ConfigError
 from acvi_tf.metrics import diversity, repetition
-from acvi_tf.models import build_model
-from acvi_tf.run.directory import check_model_config, check_vocab_size, save_vocab
-from acvi_tf.run.restore import warm_start_fn
-from acvi_tf.run.results import finish_results
-from acvi_tf.tasks.base import (BatchedDecoder, Evaluator, Task, pad_to_multiple,
-                                register_task, resumable_train_data, sampled_decodes,
-                                system_name, write_attention_plots)
+from acvi_tf.run.directory import check_vocab_size, save_vocab
+from acvi_tf.tasks.base import (Evaluator, Mode, Task, TrainingData, how_to_get,  # noqa: F401
+                                pad_to_multiple, register_task, resumable_train_data,
+                                system_name)
+from acvi_tf.tasks.decode_batches import (BatchedDecoder, sampled_decodes,
+                                          write_attention_plots)
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
-from acvi_tf.training.trainer import Trainer, is_chief
+from acvi_tf.training.trainer import is_chief
 from acvi_tf.utils import manifest
 from acvi_tf.utils.files import write_lines
 from acvi_tf.utils.progress import Stopwatch, log
@@ -117,11 +116,6 @@ def data_status(dataset, src, tgt, variant="tok"):
         complete &= not partial
         lines.append(f"  {'PARTIAL ' if partial else 'ok      '} {message}  [{local}]")
     return complete, lines
-
-
-def how_to_get(dataset):
-    s = sources.get(dataset)
-    return f"{s.how_to_get} (homepage: {s.homepage}; local mirror: $ACVI_DATA_MIRROR/{dataset}/)"
 
 
 def model_config(arch, data):
@@ -291,24 +285,36 @@ class TranslationEvaluator(Evaluator):
         return diversity.per_source_diversity([self.data.decode_batch(g) for g in groups])
 
 
+
 @register_task("translate")
 class TranslationTask(Task):
     """Translation: data in the run directory, BLEU evaluation, decoding of text."""
+
+    CONFIG = TranslationConfig
+    OUTPUTS = "translations"
+    EXTRA_MODES = {"copy_baseline": Mode("copy_baseline", needs_model=False)}
 
     def __init__(self, config, decode=None, run=None, log=log):
         config.check()
         super().__init__(config, decode, run, log)
         self.src, self.tgt = config.languages()
+        self.DATASET = config.dataset
         self.data = None
 
     # -- data ------------------------------------------------------------------------
+    def describe(self):
+        return f"{self.config.dataset} {self.src}->{self.tgt}"
+
+    def resolved_settings(self):
+        return {"src": self.src, "tgt": self.tgt}
+
     def data_status(self):
         return data_status(self.config.dataset, self.src, self.tgt, self.config.variant)
 
     def how_to_get(self):
         return how_to_get(self.config.dataset)
 
-    def load_data(self, model_dir):
+    def load_data(self, model_dir, read_only=False):
         """The :class:`TranslationData`, from ``model_dir`` if saved there, else built
         from the data (and then saved into ``model_dir``)."""
         c, src, tgt = self.config, self.src, self.tgt
@@ -362,29 +368,26 @@ class TranslationTask(Task):
         """``arch`` (a ModelConfig of the architecture) with this task's vocabularies."""
         return model_config(arch, self.data)
 
-    @staticmethod
-    def build_batch(model_dir=None):
+    def build_batch(self, model_dir=None, model_config=None):
         """A one-example batch that builds a model of this task (to restore it)."""
         return {"src": np.full([1, 2], 4, np.int32), "tgt_in": np.asarray([[2, 4]], np.int32),
                 "tgt_out": np.asarray([[4, 3]], np.int32)}
 
-    def evaluator(self, train_steps=0):
-        return TranslationEvaluator(self.data, self.config, self.decode, train_steps, self.log)
+    def evaluator(self, model_config=None, train_steps=0):
+        return TranslationEvaluator(self.data, self.config, self.decode_config, train_steps,
+                                    self.log)
 
     # -- modes -----------------------------------------------------------------------
-    def train(self, model_dir, model_config, train_config, strategy=None, before_training=None):
-        """Trains (resuming from model_dir if possible); returns (model, evaluator, info).
-        ``before_training()`` runs once the model config is checked (the CLI saves its
-        settings there)."""
+    def training_data(self, model_dir, model_config, train_config):
+        """Bucketed, resumable batches of the training pairs (:class:`Batches`)."""
         c = self.config
-        os.makedirs(model_dir, exist_ok=True)
         data = self.data or self.load_data(model_dir)
         self.log(f"data: {c.dataset} {self.src}->{self.tgt}; {data.report}")
         src_ids, tgt_ids, corpus = data.encode("train", max_lines=c.max_train_lines)
         self.log(corpus.report)
         batches = Batches(src_ids, tgt_ids, c.batch_size, seed=c.seed,
-                             max_src_len=c.max_length, max_tgt_len=c.max_length,
-                             overlong=c.overlong, num_buckets=c.num_buckets)
+                          max_src_len=c.max_length, max_tgt_len=c.max_length,
+                          overlong=c.overlong, num_buckets=c.num_buckets)
         if not batches.num_examples:
             raise ConfigError("max_length", f"{c.max_length} keeps none of the "
                               f"{batches.num_input_examples:,} training pairs (each has a "
@@ -394,26 +397,13 @@ class TranslationTask(Task):
         self.log(f"train: {batches.num_examples:,} pairs ({batches.num_filtered:,} filtered), "
                  f"{batches.num_batches():,} batches of <= {c.batch_size} per epoch "
                  f"({steps / batches.num_batches():.2f} epochs in {steps:,} steps)")
-        check_model_config(model_dir, model_config)
-        if before_training:
-            before_training()
-        evaluator = self.evaluator(steps)
-        trainer = Trainer(lambda: build_model(model_config), train_config,
-                          make_train_data(batches, c.pad_multiple), eval_fn=evaluator.eval_fn,
-                          strategy=strategy, log=self.log,
-                          warm_start=warm_start_fn(train_config.init_from, model_dir,
-                                                   self.build_batch(), self.log))
-        metrics = trainer.train()
-        info = {**trainer.run_info(metrics),
-                "train_pairs": batches.num_examples, "epochs": steps / batches.num_batches(),
-                "train_data_partial": corpus.partial, "train_data_report": corpus.report,
-                "train_command": self.run.command,
-                "diagnostics": evaluator.final_diagnostics}
-        return trainer.model, evaluator, info
+        return TrainingData(make_train_data(batches, c.pad_multiple), {
+            "train_pairs": batches.num_examples, "epochs": steps / batches.num_batches(),
+            "train_data_partial": corpus.partial, "train_data_report": corpus.report})
 
-    def results(self, split_results, eval_seconds, step, model_config=None, system=None,
-                extra=None):
-        """The fields of results.json of an evaluated run."""
+    def results(self, evaluation, model_config=None, step=0, extra=None, system=None):
+        """The fields of results.json of an evaluation (``(split results, seconds)``)."""
+        split_results, eval_seconds = evaluation
         data = {"task": "translate", "dataset": self.config.dataset, "src": self.src,
                 "tgt": self.tgt, "direction": f"{self.src}->{self.tgt}",
                 "system": system or self.run.system or system_name(model_config),
@@ -427,13 +417,14 @@ class TranslationTask(Task):
                 "signature": next(iter(split_results.values()))["signature"],
                 "splits": split_results, "command": self.run.command,
                 "argv": self.run.argv, "eval_wall_time_sec": eval_seconds,
-                "decode": self.decode.options(final=True),
+                "decode": self.decode_config.options(final=True),
                 "partial_eval": bool(self.config.max_eval_lines)}
         data.update(extra or {})
         return data
 
     def copy_baseline(self, model_dir):
-        """BLEU of the source sentence used as the translation (a sanity floor)."""
+        """``--mode=copy_baseline``: BLEU of the source sentence used as the translation (a
+        sanity floor); the fields of results.json."""
         c = self.config
         watch = Stopwatch()
         results = {}
@@ -451,15 +442,14 @@ class TranslationTask(Task):
                               "repetition": repetition.repetition_table(hyps),
                               "sentences": len(hyps)}
             print(f"{split} copy-the-source ({len(hyps)} sentences) {bleu}", flush=True)
-        return finish_results(
-            model_dir, self.results(results, watch.seconds(), 0, system="copy-source"), self.log)
+        return self.results((results, watch.seconds()), system="copy-source")
 
-    def export(self, model, model_dir, export_dir, step):
-        """A SavedModel of ``model`` in ``export_dir`` (:mod:`acvi_tf.export.translation`):
-        text in, translations out, with the final decoding settings."""
+    def export(self, trained, model_dir, export_dir):
+        """A SavedModel (:mod:`acvi_tf.export.translation`): text in, translations out,
+        with the final decoding settings."""
         from acvi_tf.export import translation as export_lib
-        return export_lib.export(model, self.data, self.decode.options(final=True), model_dir,
-                                 export_dir, step, self.log)
+        return export_lib.export(trained.model, self.data, self.decode_config.options(final=True),
+                                 model_dir, export_dir, trained.step, self.log)
 
     def source_ids(self, lines):
         """Source lines in the dataset's form -> id lists (words or BPE pieces)."""
@@ -470,20 +460,17 @@ class TranslationTask(Task):
             return [ids.tolist() for ids in data.codec.encode(texts)] if texts else []
         return [data.src_vocab.encode(split_tokens(line)) for line in lines]
 
-    def translate_lines(self, model, lines, attention_plots=None, plot_count=0):
-        """Source lines in the dataset's form -> translations. With ``attention_plots``
-        (a directory), the attention of the first ``plot_count`` lines is drawn there
-        (:func:`write_attention_plots`)."""
+    def decode(self, trained, lines, attention_plots=None, plot_count=0):
+        """Source lines in the dataset's form -> translations."""
         src_ids = self.source_ids(lines)
         wanted = range(min(plot_count, len(src_ids))) if attention_plots else ()
         hyps, hyp_ids, attention = Translator(
-            model, self.data, batch_size=self.decode.decode_batch_size,
-            **self.decode.options(final=True)).translate(src_ids, attention_for=wanted)
+            trained.model, self.data, batch_size=self.decode_config.decode_batch_size,
+            **self.decode_config.options(final=True)).translate(src_ids, attention_for=wanted)
         if attention_plots:
             data = self.data
-            paths = write_attention_plots(attention_plots, model, attention, [
+            paths = write_attention_plots(attention_plots, trained.model, attention, [
                 (i, src_ids[i], [data.src_vocab.id_to_token(t) for t in src_ids[i]],
                  [data.tgt_vocab.id_to_token(t) for t in hyp_ids[i]]) for i in wanted])
             self.log(f"attention: {len(paths)} pictures in {attention_plots}")
         return hyps
-

@@ -64,9 +64,9 @@ def check_summarization(table, runs, stream):
                     for *_, s in runs)
         if paper and not complete:
             problems += lines + [f"The paper profile trains on all 287,227 pairs. Get "
-                                 f"them: {summarization.how_to_get()}"]
+                                 f"them: {summarization.how_to_get('cnn_dailymail')}"]
         elif not all(cnndm.chunk_files(split, required=False) for split in summarization.SPLITS):
-            problems += lines + [f"Get the chunks: {summarization.how_to_get()}"]
+            problems += lines + [f"Get the chunks: {summarization.how_to_get('cnn_dailymail')}"]
     if not problems:
         return True
     print("\nSTOP:\n" + "\n".join(problems), file=stream)

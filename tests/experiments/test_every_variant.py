@@ -44,7 +44,7 @@ from absl import flags
 from acvi_tf import attention as attention_lib
 from acvi_tf import latent as latent_lib
 from acvi_tf.models import model_names
-from acvi_tf.tasks import summarization
+from acvi_tf.tasks import captioning, summarization, translation
 from experiments import caption, summarize, translate
 from experiments import flags as xflags
 from acvi_tf.models import build_model
@@ -251,7 +251,8 @@ def translate_task():
                        for b in (_id_batch(rng, 4, (5, 5), (4, 4), ids) for _ in range(2))]
     t.decode_batch = {"src": _id_batch(rng, 3, (1, 5), (1, 1), ids)["src"]}
     t.vocab = types.SimpleNamespace(src_vocab=range(VOCAB_SIZE), tgt_vocab=range(VOCAB_SIZE))
-    t.model_config = lambda fv: translate.model_config(t.vocab, fv)
+    t.model_config = lambda fv: translation.model_config(
+        xflags.model_config_from_flags(fv), t.vocab)
     t.signature = lambda tf: {"src": tf.TensorSpec([None, None], tf.int32)}
     t.extended_size = lambda batch: np.full(len(batch["src"]), VOCAB_SIZE)
     return t
@@ -272,7 +273,8 @@ def caption_task():
     b = _id_batch(rng, 3, (1, 1), (1, 1), feats)
     t.decode_batch = {"src": b["src"], "src_len": np.full(3, frames, np.int32)}
     data = types.SimpleNamespace(dim=dim, vocab=range(VOCAB_SIZE))
-    t.model_config = lambda fv: caption.model_config(data, fv)
+    t.model_config = lambda fv: captioning.model_config(
+        xflags.model_config_from_flags(fv), data)
     t.signature = lambda tf: {"src": tf.TensorSpec([None, None, dim], tf.float32),
                               "src_len": tf.TensorSpec([None], tf.int32)}
     t.extended_size = lambda batch: np.full(len(batch["src"]), VOCAB_SIZE)
@@ -322,7 +324,8 @@ def summarize_task():
         batch = cnndm.make_batch(t.test_examples, vocab)
         return summarization.model_inputs(batch, vocab, pointer)
     t.decode_batch_for = decode_batch
-    t.model_config = lambda fv: summarize.model_config(vocab, fv)
+    t.model_config = lambda fv: summarization.model_config(
+        xflags.model_config_from_flags(fv), vocab)
 
     def signature(tf, pointer):
         spec = {"src": tf.TensorSpec([None, None], tf.int32)}

@@ -16,7 +16,7 @@ import types
 import pytest
 from absl import flags
 
-from experiments import caption, summarize, tables, translate
+from experiments import caption, run_modes, summarize, tables, translate
 from experiments import flags as xflags
 from acvi_tf.models import build_model
 CONFIGS = sorted(glob.glob(os.path.join(tables.CONFIG_DIR, "*.flags")))
@@ -52,22 +52,23 @@ SETTINGS = os.path.join(os.path.dirname(__file__), "flagfile_settings.json")
 
 def saved_settings(module, fv, model_dir):
     """The settings a run of these flags saves (run_config.json's ``flags``)."""
-    if module is translate:
-        translate.save_flags(model_dir, types.SimpleNamespace(src="en", tgt="de"), fv)
-    else:
-        module.save_flags(model_dir, fv)
+    run_modes.save_settings(module.CLI, model_dir,
+                            {"src": "en", "tgt": "de"} if module is translate else {}, fv)
     with open(os.path.join(model_dir, "run_config.json"), encoding="utf-8") as f:
         return json.load(f)["flags"]
 
 
 def model_config(module, fv):
+    """The task's model config of these flags, over stand-in data of the task's sizes."""
     from acvi_tf.data.vocab import Vocab
+    from acvi_tf.tasks import captioning, summarization, translation
+    arch = xflags.model_config_from_flags(fv)
     if module is translate:
         vocab = types.SimpleNamespace(src_vocab=range(100), tgt_vocab=range(100))
-        return translate.model_config(vocab, fv)
+        return translation.model_config(arch, vocab)
     if module is caption:
-        return caption.model_config(types.SimpleNamespace(dim=1024, vocab=range(100)), fv)
-    return summarize.model_config(Vocab([f"w{i}" for i in range(96)]), fv)
+        return captioning.model_config(arch, types.SimpleNamespace(dim=1024, vocab=range(100)))
+    return summarization.model_config(arch, Vocab([f"w{i}" for i in range(96)]))
 
 
 def test_the_parametrized_flagfiles_are_every_flagfile_on_disk_and_every_table_row():

@@ -6,7 +6,6 @@ the model's and the decoding's settings, restored from the trained run."""
 import dataclasses
 import json
 import os
-import types
 
 import pytest
 from absl import flags
@@ -16,7 +15,7 @@ from acvi_tf.tasks.base import DecodeConfig
 from acvi_tf.tasks.translation import TranslationConfig
 from acvi_tf.training.trainer import TrainConfig
 from acvi_tf.utils.settings import setting
-from experiments import caption, run_settings, summarize, translate
+from experiments import caption, run_modes, run_settings, summarize, translate
 from experiments import flags as xflags
 
 
@@ -53,10 +52,8 @@ def _flags(cli, *args):
 
 
 def _save(cli, model_dir, fv):
-    if cli is translate:
-        cli.save_flags(model_dir, types.SimpleNamespace(src="en", tgt="de"), fv)
-    else:
-        cli.save_flags(model_dir, fv)
+    languages = {"src": "en", "tgt": "de"} if cli is translate else {}
+    run_modes.save_settings(cli.CLI, model_dir, languages, fv)
 
 
 @pytest.mark.parametrize("cli", [translate, summarize, caption])

@@ -173,7 +173,7 @@ def test_trainer_learns_the_reverse_task(tmp_path):
 
 def test_overfits_one_batch_and_the_cli_reloads_and_decodes_it(tmp_path):
     from acvi_tf.run.restore import restore_model
-    from acvi_tf.tasks.base import best_hypothesis_decoder
+    from acvi_tf.tasks.decode_batches import best_hypothesis_decoder
     batch = ReverseTask(vocab_size=V, batch_size=8, seed=2).batch_at(0)
 
     def data(position):

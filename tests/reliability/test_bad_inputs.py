@@ -13,7 +13,7 @@ from acvi_tf.errors import RunError
 from acvi_tf.models.seq2seq import Seq2Seq
 from acvi_tf.run.directory import save_run_config
 from acvi_tf.run.restore import restore_model
-from acvi_tf.tasks.base import read_lines
+from acvi_tf.tasks.decode_batches import read_lines
 from tests.experiments.test_translate import _write_mirror
 from tests.training.test_trainer import _cfg, _trainer
 from tests import cli

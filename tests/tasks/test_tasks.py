@@ -18,9 +18,8 @@ from acvi_tf.metrics import diversity, repetition
 from acvi_tf.metrics.caption import java_available
 from acvi_tf.models import build_model
 from acvi_tf.models.seq2seq import ModelConfig
-from acvi_tf.run.restore import load_model
-from acvi_tf.run.results import finish_results
-from acvi_tf.tasks import TASKS, DecodeConfig, RunInfo, base, system_name
+from acvi_tf.run.results import finish_results, update_results
+from acvi_tf.tasks import TASKS, DecodeConfig, RunInfo, decode_batches, system_name
 from acvi_tf.tasks.captioning import CaptioningConfig, CaptioningTask
 from acvi_tf.tasks.translation import (TranslationConfig, TranslationTask, Translator,
                                       source_batches)
@@ -59,26 +58,27 @@ def test_translation_trains_evaluates_and_reports(tmp_path, monkeypatch):
     assert os.path.exists(os.path.join(model_dir, "vocab.en.txt"))
     config = task.model_config(ModelConfig(attention="acvi", **TINY))
     assert config.src_vocab_size == len(task.data.src_vocab)
-    model, evaluator, info = task.train(model_dir, config, _train_config(model_dir))
+    trained = task.train(task.prepare_training(model_dir, config, _train_config(model_dir)))
+    model, info = trained.model, trained.info
     assert info["steps"] == 3 and info["train_command"] == RUN.command
     assert "dev_nll" in info["diagnostics"]  # the dev diagnostics of the final evaluation
-    splits, seconds = evaluator.evaluate(model, info["steps"], model_dir)
+    splits, seconds = trained.evaluator.evaluate(model, info["steps"], model_dir)
     assert set(splits) == {"dev", "test"} and splits["test"]["sentences"] == 6
-    results = task.results(splits, seconds, info["steps"], config, extra=info)
+    results = task.results((splits, seconds), config, info["steps"], extra=info)
     assert results["system"] == system_name(config) == "acvi"
     task.run = dataclasses.replace(RUN, system="acvi_paper_elbo")  # --system names the row
     # --attention_plots: one picture per sentence asked for, and ACVI's sigma panel holds
     # the mean sigma of Eq. 18 computed here from the encoder states directly
     lines = ["a man sleeps", "two dogs run fast"]
-    hyps = task.translate_lines(model, lines, str(tmp_path / "plots"), plot_count=1)
+    hyps = task.decode(trained, lines, str(tmp_path / "plots"), plot_count=1)
     assert len(hyps) == 2 and os.listdir(tmp_path / "plots") == ["attention_0000.png"]
     ids = task.source_ids(lines[:1])[0]
     src = tf.constant([ids], tf.int32)
     memory, _ = model.encoder(src, model.source_mask({"src": src}), training=False)
     log_sigma_sq = floor_log_sigma_sq(model.variant.log_sigma_sq_net(memory))
-    np.testing.assert_allclose(base.source_sigma(model, ids),
+    np.testing.assert_allclose(decode_batches.source_sigma(model, ids),
                                np.exp(0.5 * log_sigma_sq.numpy()[0]).mean(-1), rtol=1e-5)
-    assert task.results(splits, seconds, info["steps"], config)["system"] == "acvi_paper_elbo"
+    assert task.results((splits, seconds), config, info["steps"])["system"] == "acvi_paper_elbo"
     assert results["profile"] == "smoke" and results["partial_eval"] is True
     assert results["decode"]["beam_width"] == 2
     saved = finish_results(model_dir, results)
@@ -89,9 +89,12 @@ def test_translation_trains_evaluates_and_reports(tmp_path, monkeypatch):
     assert {int(n): v for n, v in saved["repetition"]["test"].items()} == \
         repetition.repetition_table(decoded)
     # The trained model reloads from the run directory and decodes text.
-    reloaded, step = load_model(model_dir, task.build_batch())
-    assert step == 3
-    assert len(task.translate_lines(reloaded, ["a dog runs .", ""])) == 2
+    reloaded = task.restore(model_dir, config)
+    assert reloaded.step == 3 and reloaded.info is None
+    assert len(task.decode(reloaded, ["a dog runs .", ""])) == 2
+    # the evaluation of a restored model gives the same fields (no training's among them)
+    again = task.evaluate(reloaded, model_dir)
+    assert again["bleu"] == results["bleu"] and "train_command" not in again
 
 
 def test_translation_config_errors_name_the_setting():
@@ -111,16 +114,16 @@ def test_captioning_on_synthetic_features(tmp_path, monkeypatch):
     assert data.dim == 1024 and len(data.splits["val"].clips) == 4
     config = task.model_config(dataclasses.replace(ModelConfig(**TINY), score="additive"))
     assert config.feature_dim == 1024 and config.src_vocab_size is None
-    model, evaluator, info = task.train(model_dir, config, _train_config(model_dir, 2))
+    trained = task.train(task.prepare_training(model_dir, config, _train_config(model_dir, 2)))
+    info = trained.info
     assert "dev_nll" in info["diagnostics"] and "val_CIDEr_D" in info["diagnostics"]
-    splits, seconds = evaluator.evaluate(model, info["steps"], model_dir)
-    results = task.results(splits, seconds, info["steps"], config, extra=info)
+    results = task.evaluate(trained, model_dir)
     assert results["synthetic_features"] is True and "SYNTHETIC" in results["WARNING"]
     assert results["system"] == "soft" and set(results["scores"]) == {"val", "test"}
     if java_available():  # meteor=True (the default) scores METEOR on both splits
         assert all("METEOR" in results["scores"][s] for s in ("val", "test"))
     with pytest.raises(ConfigError, match="^input:"):
-        task.caption_clips(model, ["not-a-clip"])
+        task.decode(trained, ["not-a-clip"])
     with pytest.raises(ConfigError, match="^synthetic_features:"):
         CaptioningTask(CaptioningConfig(features="x", synthetic_features=True)).load_data(
             str(tmp_path / "other"))
@@ -144,20 +147,21 @@ def test_summarization_phases_coverage_and_lead3(tmp_path, monkeypatch):
     decode = dataclasses.replace(DECODE, min_length=2, length_normalization="average")
     task = SummarizationTask(config, decode, RUN, log=lambda m: None)
     model_dir = str(tmp_path / "run")
-    task.load_vocab(model_dir)
+    task.load_data(model_dir)
     arch = dataclasses.replace(ModelConfig(**TINY), score="additive", head="pointer",
                                coverage=True)
     model_config = task.model_config(arch)
     assert system_of(model_config) == "soft"
     assert system_of(dataclasses.replace(model_config, head="softmax")) == "seq2seq-soft"
-    model, evaluator, info = task.train(model_dir, model_config, _train_config(model_dir, 3))
+    trained = task.train(task.prepare_training(model_dir, model_config,
+                                               _train_config(model_dir, 3)))
+    model, evaluator, info = trained.model, trained.evaluator, trained.info
     assert info["coverage_steps"] == 1 and evaluator.coverage_at(3)
     assert not evaluator.coverage_at(2)
     # --attention_plots in decode: one picture per non-empty article asked for
-    out = task.summarize(model, 3, model_config, 3, ["", "the cat sat on the mat .",
-                                                      "a dog ran ."],
-                         attention_plots=str(tmp_path / "plots"), plot_count=1)
-    assert len(out) == 3 and out[0] == []
+    out = task.decode(trained, ["", "the cat sat on the mat .", "a dog ran ."],
+                      attention_plots=str(tmp_path / "plots"), plot_count=1)
+    assert len(out) == 3 and out[0] == ""
     assert os.listdir(tmp_path / "plots") == ["attention_0000.png"]
     # Evaluation scores with ROUGE-1.5.5: skipped only where its Perl cannot run (named);
     # any other exception from here on is a failure.
@@ -165,14 +169,14 @@ def test_summarization_phases_coverage_and_lead3(tmp_path, monkeypatch):
     if missing:
         pytest.skip(f"ROUGE-1.5.5 cannot run: {missing}")
     scores = evaluator.evaluate(model, 3, model_dir)
-    results = task.results(scores, model_config, extra=info)
+    results = task.results(scores, model_config, 3, extra=info)
     assert results["task"] == "summarize" and results["head"] == "pointer"
     assert {"rouge_1", "rouge_2", "rouge_l"} <= set(results["rouge"])
     assert scores["test_articles"] == 4
     # --mode=val: the same decode and ROUGE on the val articles, under "val"; the test
     # scores already in results.json stay.
     save_json(os.path.join(model_dir, "results.json"), results)
-    saved = task.validate(model, 3, model_config, 3, model_dir)
+    saved = update_results(model_dir, **task.validate(trained, model_dir))
     assert saved["rouge"] == results["rouge"] and saved["val"]["val_articles"] == 4
     val_pairs, _ = read_pairs("val", 4)
     with open(os.path.join(model_dir, "reference_val.txt"), encoding="utf-8") as f:
@@ -207,7 +211,7 @@ def test_summarization_sampled_diversity_draws_k_summaries_per_article(tmp_path,
     decode = dataclasses.replace(DECODE, diversity_samples=3, diversity_sources=2,
                                  decode_max_length=6)
     task = summ.SummarizationTask(config, decode, RUN, log=lambda m: None)
-    task.load_vocab(str(tmp_path / "run"))
+    task.load_data(str(tmp_path / "run"))
 
     def built(attention):
         return _untrained(task.model_config(dataclasses.replace(
@@ -249,7 +253,7 @@ def test_sampled_diversity_protocol_draws_k_decodes_per_source(tmp_path, monkeyp
     model = built("acvi")
     evaluator = task.evaluator()
     src_ids = evaluator.split("test")[0][:3]
-    groups = base.sampled_decodes(model, Translator.SIGNATURE, [len(s) for s in src_ids],
+    groups = decode_batches.sampled_decodes(model, Translator.SIGNATURE, [len(s) for s in src_ids],
                                   source_batches(src_ids), 4, max_length=8)
     assert [len(g) for g in groups] == [4, 4, 4]
     assert any(len({tuple(ids) for ids in g}) > 1 for g in groups), groups  # sampled
