@@ -340,15 +340,15 @@ def _train_losses(model_dir):
 STRATEGY_SCRIPT = '''
 import runpy, sys
 import tensorflow as tf
-from acvi_tf.training import trainer
-real = trainer.make_strategy
+from acvi_tf.training import distribute  # experiments.saved_runs makes it from there
+real = distribute.make_strategy
 def make_strategy(*args, **kw):
     strategy = real(*args, **kw)
     multi = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     print(f"strategy: multi_worker={multi} replicas={strategy.num_replicas_in_sync}",
           file=sys.stderr)
     return strategy
-trainer.make_strategy = make_strategy
+distribute.make_strategy = make_strategy
 runpy.run_module("experiments.translate", run_name="__main__", alter_sys=True)
 '''
 
