@@ -20,7 +20,11 @@ def _flatten(seqs, what, pad_free=True):
     ``pad_free``) and ids past int32."""
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     if lengths.sum():
-        values = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs])
+        # (in the sequences' own integer type: int32 arrays, a whole corpus of them, are
+        # not widened to int64 first)
+        values = np.concatenate([np.asarray(s).reshape(-1) for s in seqs])
+        if not np.issubdtype(values.dtype, np.integer):
+            values = values.astype(np.int64)
     else:
         values = np.zeros([0], np.int64)
     bad = (values < (1 if pad_free else 0)) | (values > np.iinfo(np.int32).max)
@@ -136,8 +140,10 @@ class Batches:
     @staticmethod
     def _select(values, lengths, keep, max_len):
         """Keeps the rows in ``keep``, each cut to ``max_len`` ids."""
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         new_lengths = lengths if max_len is None else np.minimum(lengths, max_len)
+        if keep.all() and np.array_equal(new_lengths, lengths):
+            return values, lengths  # nothing dropped or cut (summarization's articles)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         new_lengths = np.where(keep, new_lengths, 0)
         row = np.repeat(np.arange(len(lengths)), lengths)
         offset = np.arange(values.size) - np.repeat(starts, lengths)
