@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from acvi_tf.metrics import meteor
-from acvi_tf.tasks import summarization as summarize_task
 from absl import flags
 
 from experiments import flags as xflags
