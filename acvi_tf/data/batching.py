@@ -1,6 +1,13 @@
-"""Bucketed, resumable, reproducible batches of id sequences (tf.data), for every task
-that trains on (source, target) sequences: translation, and captioning (whose
-"source" is a clip's row, swapped for its frame features after batching).
+"""Bucketed, resumable, reproducible batches of id sequences (tf.data): the one batching
+path of every task. Translation batches its (source, target) pairs with :class:`Batches`;
+captioning too (its "source" is a clip's row, swapped for its frame features after
+batching); summarization with its subclass
+:class:`acvi_tf.data.article_batches.ArticleBatches` (See et al.'s extended vocabulary,
+Table 5's phases of growing truncation as ``limits``).
+
+What a batch holds is :meth:`Batches._gather`'s (a subclass's own); which examples, in
+which order, and where a resumed run continues is :meth:`Batches.plan`'s and
+:class:`BatchIterator`'s, the same for every task.
 """
 
 import numpy as np
@@ -8,14 +15,19 @@ import tensorflow as tf
 
 from acvi_tf.data.vocab import BOS_ID, EOS_ID, PAD_ID
 
-def _flatten(seqs, what):
-    """Sequences of ids -> (int32 values, int64 lengths); rejects pad ids."""
+def _flatten(seqs, what, pad_free=True):
+    """Sequences of ids -> (int32 values, int64 lengths); rejects pad ids (unless not
+    ``pad_free``) and ids past int32."""
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     if lengths.sum():
-        values = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1) for s in seqs])
+        # (in the sequences' own integer type: int32 arrays, a whole corpus of them, are
+        # not widened to int64 first)
+        values = np.concatenate([np.asarray(s).reshape(-1) for s in seqs])
+        if not np.issubdtype(values.dtype, np.integer):
+            values = values.astype(np.int64)
     else:
         values = np.zeros([0], np.int64)
-    bad = (values < 1) | (values > np.iinfo(np.int32).max)
+    bad = (values < (1 if pad_free else 0)) | (values > np.iinfo(np.int32).max)
     if bad.any():
         example = int(np.repeat(np.arange(len(seqs)), lengths)[np.flatnonzero(bad)[0]])
         raise ValueError(f"{what} sequence {example} holds id {values[bad][0]}; ids must be in "
@@ -61,6 +73,12 @@ class Batches:
       drop_remainder: drop batches smaller than ``batch_size``.
       with_index: add ``"index"`` (int64 [B], the example's position in the input
         lists) to each batch.
+      limits: ``limits(step) -> (max_src_len, max_tgt_len)``, truncation that changes
+        during training (summarization's phases): batch ``b`` of epoch ``e`` is step
+        ``e * num_batches() + b``, its sequences are cut to those lengths when it is
+        gathered (here before ``<s>``/``</s>`` are added). None: no such cut.
+      pad_free: False lets id 0 occur inside a sequence (See et al.'s articles may
+        hold the word ``<pad>``, read as padding); lengths are the sequences' own.
 
     Batches are dicts of int32 tensors: ``src`` [B, S], ``src_len`` [B],
     ``tgt_in`` [B, T] = ``<s>`` + tokens, ``tgt_out`` [B, T] = tokens + ``</s>``,
@@ -70,7 +88,8 @@ class Batches:
     def __init__(self, src_ids, tgt_ids, batch_size, seed=0, shuffle=True, bucketing=True,
                  num_buckets=5, max_src_len=50, max_tgt_len=50, overlong="filter", min_len=1,
                  drop_remainder=False, with_index=False, bos_id=BOS_ID, eos_id=EOS_ID,
-                 prefetch=True, num_parallel_calls=tf.data.AUTOTUNE):
+                 prefetch=True, num_parallel_calls=tf.data.AUTOTUNE, limits=None,
+                 pad_free=True):
         if len(src_ids) != len(tgt_ids):
             raise ValueError(f"{len(src_ids)} source sequences but {len(tgt_ids)} target sequences")
         if batch_size < 1:
@@ -82,10 +101,11 @@ class Batches:
         self.drop_remainder, self.with_index = drop_remainder, with_index
         self.bos_id, self.eos_id = int(bos_id), int(eos_id)
         self.prefetch, self.num_parallel_calls = prefetch, num_parallel_calls
+        self.limits = limits
         self.num_input_examples = len(src_ids)
 
-        src_vals, src_lens = _flatten(src_ids, "source")
-        tgt_vals, tgt_lens = _flatten(tgt_ids, "target")
+        src_vals, src_lens = _flatten(src_ids, "source", pad_free)
+        tgt_vals, tgt_lens = _flatten(tgt_ids, "target", pad_free)
         keep = (src_lens >= min_len) & (tgt_lens >= min_len)
         if overlong == "filter":
             if max_src_len is not None:
@@ -120,8 +140,10 @@ class Batches:
     @staticmethod
     def _select(values, lengths, keep, max_len):
         """Keeps the rows in ``keep``, each cut to ``max_len`` ids."""
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         new_lengths = lengths if max_len is None else np.minimum(lengths, max_len)
+        if keep.all() and np.array_equal(new_lengths, lengths):
+            return values, lengths  # nothing dropped or cut (summarization's articles)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         new_lengths = np.where(keep, new_lengths, 0)
         row = np.repeat(np.arange(len(lengths)), lengths)
         offset = np.arange(values.size) - np.repeat(starts, lengths)
@@ -176,9 +198,19 @@ class Batches:
         del epoch
         return self._num_batches
 
-    def _gather(self, idx):
+    def step_limits(self, steps):
+        """int64 [len(steps), 2]: the ``limits`` of each step (0, 0 without limits)."""
+        if self.limits is None:
+            return np.zeros([len(steps), 2], np.int64)
+        return np.asarray([self.limits(int(s)) for s in steps], np.int64).reshape(-1, 2)
+
+    def _gather(self, idx, limits):
+        """The batch of the (kept) examples ``idx``, cut to ``limits`` (int64 [2],
+        :meth:`step_limits`)."""
         src = tf.gather(self._src, idx)
         tgt = tf.gather(self._tgt, idx)
+        if self.limits is not None:
+            src, tgt = cut_rows(src, limits[0]), cut_rows(tgt, limits[1])
         n = tf.shape(idx)[0]
         bos = tf.RaggedTensor.from_tensor(tf.fill([n, 1], tf.constant(self.bos_id, tf.int32)))
         eos = tf.RaggedTensor.from_tensor(tf.fill([n, 1], tf.constant(self.eos_id, tf.int32)))
@@ -199,7 +231,8 @@ class Batches:
 
         The example indices of each batch come from :meth:`plan`, one epoch at a time
         (a ``tf.numpy_function`` hands the epoch's plan to tf.data as one ragged
-        tensor, sliced into batches); gathering and padding run in the tf.data graph.
+        tensor, sliced into batches, with each batch's ``limits``); gathering and padding
+        (:meth:`_gather`) run in the tf.data graph.
         One dataset spans epochs, so the pipeline is built (and its function traced)
         once per run or resume, and prefetching continues across epoch boundaries.
 
@@ -217,21 +250,25 @@ class Batches:
 
         def epoch_plan(e):
             """The batches of epoch ``e`` (from ``start_batch`` in the first) as the values
-            and row lengths of a ragged [batches, None] tensor of example indices."""
+            and row lengths of a ragged [batches, None] tensor of example indices, and each
+            batch's ``limits`` (its step's: :meth:`step_limits`)."""
             e = int(e)
-            chunks = self.plan(e)[int(start_batch) if e == int(epoch) else 0:]
+            first = int(start_batch) if e == int(epoch) else 0
+            chunks = self.plan(e)[first:]
             lengths = np.asarray([len(c) for c in chunks], np.int64)
             values = (np.concatenate(chunks).astype(np.int64) if chunks
                       else np.zeros([0], np.int64))
-            return values, lengths
+            steps = e * self._num_batches + first + np.arange(len(chunks))
+            return values, lengths, self.step_limits(steps)
 
         def epoch_batches(e):
-            values, lengths = tf.numpy_function(epoch_plan, [e], (tf.int64, tf.int64),
-                                                stateful=False)
+            values, lengths, limits = tf.numpy_function(
+                epoch_plan, [e], (tf.int64, tf.int64, tf.int64), stateful=False)
             values.set_shape([None])
             lengths.set_shape([None])
+            limits.set_shape([None, 2])
             return tf.data.Dataset.from_tensor_slices(
-                tf.RaggedTensor.from_row_lengths(values, lengths))
+                (tf.RaggedTensor.from_row_lengths(values, lengths), limits))
 
         epochs = (tf.data.Dataset.counter(int(epoch)) if num_epochs is None
                   else tf.data.Dataset.range(int(epoch), int(epoch) + int(num_epochs)))
@@ -243,6 +280,17 @@ class Batches:
 
     def iterator(self, epoch=0, batch=0, num_epochs=None):
         return BatchIterator(self, epoch=epoch, batch=batch, num_epochs=num_epochs)
+
+    def position(self, state):
+        """``(epoch, batch)`` of a saved :meth:`BatchIterator.state_dict`."""
+        return int(state["epoch"]), int(state["batch"])
+
+
+def cut_rows(rows, limit):
+    """The rows of a ragged [B, None] tensor cut to ``limit`` (a scalar tensor) values."""
+    lengths = tf.minimum(rows.row_lengths(), tf.cast(limit, tf.int64))
+    dense = rows.to_tensor()[:, :tf.reduce_max(tf.concat([lengths, [0]], 0))]
+    return tf.RaggedTensor.from_tensor(dense, lengths=lengths)
 
 
 def make_dataset(src_ids, tgt_ids, batch_size, seed=0, epoch=0, start_batch=0, num_epochs=1,
@@ -291,7 +339,7 @@ class BatchIterator:
             if key in state and int(state[key]) != mine:
                 raise ValueError(f"saved data position has {key}={state[key]} but this pipeline "
                                  f"has {key}={mine}; it was saved for different data or settings")
-        self._epoch, self._batch = int(state["epoch"]), int(state["batch"])
+        self._epoch, self._batch = self.batches.position(state)
         self._it = None
         self._normalize()
 

@@ -26,7 +26,7 @@ def latest_checkpoint(model_dir):
 def checkpoint_to_evaluate(model_dir):
     """The checkpoint a trained run is evaluated with: the best evaluation's (``best.json``,
     written when it trained with ``--select_best``), else the one a resume would use
-    (:func:`acvi_tf.training.trainer.resume_checkpoint`: the latest, or, when it cannot be
+    (:func:`acvi_tf.training.checkpoints.resume_checkpoint`: the latest, or, when it cannot be
     read, the newest one that can, said in one line). When none can be read, the newest
     (whose restore then fails naming it)."""
     from acvi_tf.training.trainer import (CheckpointError, listed_checkpoints, read_best,

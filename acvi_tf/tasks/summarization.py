@@ -4,7 +4,8 @@ as a task.
 The model is the one seq2seq machine with See et al.'s (2017) pointer-generator head
 (batches carry the extended-vocabulary ids ``src_ext`` and ``max_oovs``) and coverage
 switched on for the last ``coverage_steps`` only, as Appendix A does; training follows
-Table 5's phases of growing truncation (:class:`TrainStream`). :class:`SummarizationTask`
+Table 5's phases of growing truncation
+(:class:`~acvi_tf.data.article_batches.ArticleBatches`). :class:`SummarizationTask`
 owns the vocabulary, the data, the evaluation (ROUGE, METEOR, novelty:
 :class:`~acvi_tf.tasks.summarization_eval.SummarizationEvaluator`, with the decoding and
 the scores), lead-3 and DUC2004 decoding. It takes a
@@ -19,6 +20,7 @@ from typing import Optional
 import numpy as np
 
 from acvi_tf.data import cnndm, sources
+from acvi_tf.data.article_batches import ArticleBatches
 from acvi_tf.data.vocab import Vocab
 from acvi_tf.errors import ConfigError, RunError
 from acvi_tf.metrics import novelty, rouge
@@ -126,62 +128,6 @@ def build_batch(pointer):
     return batch
 
 
-def padded_length(length, multiple, cap):
-    """``length`` rounded up to a multiple of ``multiple`` but not past ``cap`` (the
-    phase's truncation, which no example exceeds); ``multiple`` 0 keeps ``length``.
-    A phase of caps (S, T) then yields at most ceil(S / m) * ceil(T / m) batch shapes,
-    so XLA compiles a bounded number of steps whatever the lengths drawn."""
-    if not multiple:
-        return length
-    return min(-(-length // multiple) * multiple, cap)
-
-
-class TrainStream:
-    """Training batches whose truncation follows the phase schedule, resumably.
-
-    Each batch is one optimiser step, so the stream counts steps itself and cuts
-    the examples to ``schedule.phase(step)``'s lengths. Epochs are fresh
-    permutations drawn from (seed, epoch); the position is (epoch, index, step).
-    ``pad_multiple`` pads each batch's article and summary lengths up to a multiple
-    (:func:`padded_length`); padding is masked, so it changes no loss.
-    """
-
-    def __init__(self, store, batch_size, phase_schedule, seed=0, pointer=True,
-                 pad_multiple=0):
-        self.store = store
-        self.batch_size = min(batch_size, len(store))
-        self.schedule = phase_schedule
-        self.seed = seed
-        self.pointer = pointer
-        self.pad_multiple = pad_multiple
-        self.epoch = self.index = self.step = 0
-
-    def state_dict(self):
-        return {"epoch": self.epoch, "index": self.index, "step": self.step}
-
-    def load_state_dict(self, state):
-        self.epoch, self.index, self.step = state["epoch"], state["index"], state["step"]
-
-    def __iter__(self):
-        while True:
-            order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.store))
-            while self.index + self.batch_size <= len(order):
-                idx = order[self.index:self.index + self.batch_size]
-                phase = self.schedule.phase(self.step)
-                enc, dec = phase["max_enc_steps"], phase["max_dec_steps"]
-                examples = [self.store.example(i, enc, dec) for i in idx]
-                m = self.pad_multiple
-                batch = cnndm.make_batch(
-                    examples, self.store.vocab,
-                    padded_length(max(len(e.enc_input) for e in examples), m, enc),
-                    padded_length(max(len(e.dec_input) for e in examples), m, dec))
-                self.index += self.batch_size
-                self.step += 1
-                yield model_inputs(batch, self.store.vocab, self.pointer, with_targets=True)
-            self.epoch += 1
-            self.index = 0
-
-
 @register_task("summarize")
 class SummarizationTask(Task):
     """Summarization: the vocabulary in the run directory, phased training, ROUGE/METEOR/
@@ -233,7 +179,8 @@ class SummarizationTask(Task):
                                       coverage=coverage, train_steps=train_steps, log=self.log)
 
     def training_data(self, model_dir, model_config, train_config):
-        """The phased training stream (:class:`TrainStream`) over the encoded pairs."""
+        """The phased training batches (:class:`~acvi_tf.data.article_batches.ArticleBatches`)
+        over the encoded pairs."""
         c, steps = self.config, train_config.train_steps
         vocab = self.vocab or self.load_data(model_dir)
         pairs, report = read_pairs("train", c.max_train_pairs, log=self.log)
@@ -255,9 +202,9 @@ class SummarizationTask(Task):
             f"{step:,}: {what}" for step, what in milestones(ModeSchedule(steps, gumbel),
                                                              phases)))
         pointer = model_config.head == "pointer"
-        stream_args = (store, c.batch_size, phases, c.seed, pointer, c.pad_multiple)
+        batches = ArticleBatches(store, c.batch_size, phases, c.seed, pointer, c.pad_multiple)
         return TrainingData(
-            resumable_train_data(lambda: TrainStream(*stream_args)),
+            resumable_train_data(batches.iterator),
             {"train_pairs": len(store), "train_data_report": report,
              "train_data_partial": (cnndm.split_counts("train")[0]
                                     < cnndm.SPLIT_SIZES["train"]),

@@ -12,6 +12,8 @@ and cutting a global batch into whole per-replica shares.
   ``model_dir``; every worker must read it back, else all of them stop with one message
   naming ``--model_dir`` (workers resume from the chief's checkpoints there, so a
   directory that is not shared would silently train from different states).
+* :func:`xla_replicas_supported` -- an XLA-compiled step runs on several replicas on GPUs
+  only (:data:`XLA_REPLICAS_MESSAGE` says so).
 * :func:`trim_to_replicas` -- a batch whose rows the replicas do not divide (the last,
   partial batch of a length bucket; a batch of 16 on 3 replicas) loses its last rows, so
   that every replica gets the same number; the Trainer says so.
@@ -180,3 +182,14 @@ def trim_to_replicas(batch, num_replicas):
     if keep == 0:
         return None, size
     return {k: (v[:keep] if np.ndim(v) else v) for k, v in batch.items()}, size - keep
+
+
+XLA_REPLICAS_MESSAGE = (
+    "XLA cannot compile the cross-replica training step of --strategy={strategy} on CPU "
+    "devices (TensorFlow reads replica_1's variables from CPU:0 and fails); drop --xla, or "
+    "use --strategy=default")
+
+
+def xla_replicas_supported():
+    """Whether an XLA-compiled step can run on several replicas here (GPUs only)."""
+    return bool(tf.config.list_physical_devices("GPU"))

@@ -160,3 +160,23 @@ def test_eval_dataset_keeps_order_and_everything():
     assert batches[0]["src"][0, :2].tolist() == [4, 5]
     cut = [_as_numpy(b) for b in B.make_eval_dataset(src, 4, max_src_len=10)]
     assert cut[0]["src_len"].tolist() == [2, 0, 10, 1]
+
+
+def test_limits_cut_each_step_to_its_lengths():
+    """``limits(step)`` (summarization's phases) cuts batch b of epoch e, step
+    e * num_batches + b, when it is gathered; a resumed iterator cuts the same."""
+    src, tgt = _toy_corpus(n=40, max_len=14)
+    limits = lambda step: (3 + step, 2 + step // 2)  # noqa: E731
+    pipe = B.Batches(src, tgt, batch_size=8, seed=2, bucketing=False, limits=limits,
+                     with_index=True, prefetch=False)
+    whole = [_as_numpy(b) for b, _ in zip(pipe.iterator(), range(12))]  # 5 an epoch
+    for step, batch in enumerate(whole):
+        n, m = limits(step)
+        for row, i in enumerate(batch["index"]):
+            assert batch["src"][row, :batch["src_len"][row]].tolist() == src[i][:n]
+            assert batch["tgt_out"][row, :batch["tgt_len"][row]].tolist() == tgt[i][:m] + [EOS_ID]
+    it = pipe.iterator(epoch=1, batch=2)
+    for want in whole[7:]:
+        got = _as_numpy(next(it))
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])

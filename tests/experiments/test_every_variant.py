@@ -12,7 +12,7 @@ video features), in process:
   turns them into a ``ModelConfig`` (tiny sizes on top of the smoke profile);
 * the Trainer's step (``Trainer._replica_step`` on one device, one traced function per
   mode) runs 3 steps on fixture data built by the task's own data code where it has
-  any (summarization: the ``EncodedPairs`` store, ``TrainStream`` and the coverage
+  any (summarization: the ``EncodedPairs`` store, ``ArticleBatches`` and the coverage
   tail of ``summarize.schedule``), and every logged term is finite;
 * beam search (width 2) decodes a few held-out sources through the task's input
   signature; every beam's ids lie in the (extended) vocabulary, end tokens only
@@ -48,6 +48,7 @@ from acvi_tf.tasks import captioning, summarization, translation
 from experiments import caption, summarize, translate
 from experiments import flags as xflags
 from acvi_tf.models import build_model
+from acvi_tf.data.article_batches import ArticleBatches
 from acvi_tf.tasks.base import resumable_train_data
 # The user property by which tests/conftest.py counts a test as "refused as declared".
 from tests.conftest import REFUSED_AS_DECLARED
@@ -299,7 +300,7 @@ def _article(rng):
 @pytest.fixture(scope="module")
 def summarize_task():
     """See et al.'s batches through the summarize CLI's own code: ``EncodedPairs``,
-    ``TrainStream`` (phases), ``cnndm.make_batch`` and ``summarization.model_inputs``."""
+    ``ArticleBatches`` (phases), ``cnndm.make_batch`` and ``summarization.model_inputs``."""
     from acvi_tf.data import cnndm
     from acvi_tf.data.vocab import Vocab
     rng = random.Random(2)
@@ -316,8 +317,9 @@ def summarize_task():
         store = cnndm.EncodedPairs(vocab, fv.max_enc_steps, fv.max_dec_steps)
         for a, s in pairs:
             store.add(a, s)
-        stream = (store, fv.batch_size, summarize.schedule(fv), fv.seed, fv.head == "pointer")
-        return resumable_train_data(lambda: summarization.TrainStream(*stream))
+        batches = ArticleBatches(store, fv.batch_size, summarize.schedule(fv), fv.seed,
+                                 fv.head == "pointer")
+        return resumable_train_data(batches.iterator)
     t.train_data = train_data
 
     def decode_batch(pointer):

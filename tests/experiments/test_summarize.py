@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from acvi_tf.metrics import meteor
-from acvi_tf.tasks import summarization as summarize_task
 from absl import flags
 
 from experiments import flags as xflags
@@ -162,8 +161,9 @@ def test_flag_errors_name_the_flag(tmp_path, env):
     assert r.returncode != 0 and "pointer-generator" in r.stderr and "partial" in r.stderr
 
 
-def test_train_stream_follows_the_phases_and_resumes(tmp_path):
+def test_train_batches_follow_the_phases_and_resume(tmp_path):
     from acvi_tf.data import cnndm
+    from acvi_tf.data.article_batches import ArticleBatches
     from acvi_tf.data.vocab import Vocab
     from acvi_tf.training.schedules import PhaseSchedule
     rng = random.Random(1)
@@ -173,24 +173,22 @@ def test_train_stream_follows_the_phases_and_resumes(tmp_path):
         article, abstract = _pair(rng)
         store.add(article, cnndm.abstract2sents(abstract))
     phases = PhaseSchedule([(3, 5, 4), (6, 30, 10)], 2)
-    stream = summarize_task.TrainStream(store, 4, phases, seed=3)
     batches = []
-    it = iter(stream)
+    it = ArticleBatches(store, 4, phases, seed=3).iterator()
     for step in range(8):
         b = next(it)
         batches.append(b)
         enc, dec = phases.phase(step)["max_enc_steps"], phases.phase(step)["max_dec_steps"]
         assert b["src"].shape[1] <= enc and b["tgt_in"].shape[1] <= dec
         if step == 4:
-            state = dict(stream.state_dict())
+            state = dict(it.state_dict())
     assert max(b["src"].shape[1] for b in batches[3:]) > 5  # the second phase is longer
     # 10 pairs, batches of 4: two batches an epoch, every epoch a new permutation.
-    assert state == {"epoch": 2, "index": 4, "step": 5}
-    resumed = summarize_task.TrainStream(store, 4, phases, seed=3)
+    assert state == {"epoch": 2, "batch": 1, "seed": 3, "num_examples": 10}
+    resumed = ArticleBatches(store, 4, phases, seed=3).iterator()
     resumed.load_state_dict(state)
-    rit = iter(resumed)
     for b in batches[5:]:
-        r = next(rit)
+        r = next(resumed)
         for k in b:
             np.testing.assert_array_equal(np.asarray(r[k]), np.asarray(b[k]))
 

@@ -18,7 +18,7 @@ import tensorflow as tf
 from acvi_tf.export import base as export_base
 from acvi_tf.run import restore
 from acvi_tf.run.restore import restore_model
-from acvi_tf.training import trainer as trainer_lib
+from acvi_tf.training import checkpoint_checks
 from acvi_tf.training.trainer import CheckpointError
 from tests import cli
 from tests.reliability.test_bad_inputs import _cli
@@ -190,7 +190,7 @@ def test_each_checkpoint_records_its_files_sizes_and_crc32(tmp_path):
         sums = _sums(str(tmp_path), step)
         assert sorted(sums) == [f"ckpt-{step}.data-00000-of-00001", f"ckpt-{step}.index"]
         for name, want in sums.items():
-            assert want == trainer_lib._file_sums(str(tmp_path / "ckpt" / name))
+            assert want == checkpoint_checks._file_sums(str(tmp_path / "ckpt" / name))
 
 
 def _garble_one_byte(path):
@@ -220,7 +220,7 @@ def test_a_garbled_byte_in_the_newest_data_file_resumes_from_the_one_before(tmp_
     assert any(m.startswith(f"resumed from {tmp_path / 'ckpt' / 'ckpt-2'} at step 2")
                for m in logged)
     assert int(again.step.numpy()) == 6
-    assert trainer_lib.checkpoint_is_readable(prefix)  # written again on the way to 6
+    assert checkpoint_checks.checkpoint_is_readable(prefix)  # written again on the way to 6
 
 
 def test_a_checkpoint_that_does_not_read_back_is_never_named_by_the_state_file(tmp_path,
@@ -229,7 +229,7 @@ def test_a_checkpoint_that_does_not_read_back_is_never_named_by_the_state_file(t
     run.log = lambda m: None
     state = tmp_path / "ckpt" / "checkpoint"
     seen = []
-    real = trainer_lib._tensors_problem
+    real = checkpoint_checks._tensors_problem
 
     def problem(prefix):
         if prefix.endswith("ckpt-4"):
@@ -237,7 +237,7 @@ def test_a_checkpoint_that_does_not_read_back_is_never_named_by_the_state_file(t
             seen.append(tf.train.latest_checkpoint(str(tmp_path / "ckpt")))
             return "truncated or garbled: a bad disk"
         return real(prefix)
-    monkeypatch.setattr(trainer_lib, "_tensors_problem", problem)
+    monkeypatch.setattr(checkpoint_checks, "_tensors_problem", problem)
     with pytest.raises(CheckpointError, match=r"cannot write the checkpoint of step 4 .*the "
                                               r"written checkpoint does not read back: "
                                               r"truncated or garbled: a bad disk.*ckpt-2"):
@@ -255,10 +255,10 @@ def test_a_checkpoint_without_checksums_is_read_tensor_by_tensor(tmp_path):
     for path in glob.glob(str(tmp_path / "ckpt" / "checksums-*.json")):
         os.remove(path)
     prefix = str(tmp_path / "ckpt" / "ckpt-4")
-    assert trainer_lib.checkpoint_problem(prefix) is None
+    assert checkpoint_checks.checkpoint_problem(prefix) is None
     with open(prefix + ".data-00000-of-00001", "r+b") as f:
         f.truncate(os.path.getsize(prefix + ".data-00000-of-00001") - 8)
-    assert trainer_lib.checkpoint_problem(prefix).startswith("truncated or garbled")
+    assert checkpoint_checks.checkpoint_problem(prefix).startswith("truncated or garbled")
 
 
 # -- 4: MultiWorkerMirroredStrategy with one worker ------------------------------------------
@@ -340,7 +340,7 @@ def _train_losses(model_dir):
 STRATEGY_SCRIPT = '''
 import runpy, sys
 import tensorflow as tf
-from acvi_tf.training import distribute
+from acvi_tf.training import distribute  # experiments.saved_runs makes it from there
 real = distribute.make_strategy
 def make_strategy(*args, **kw):
     strategy = real(*args, **kw)

@@ -8,10 +8,10 @@ import random
 import numpy as np
 
 from acvi_tf.data import cnndm
+from acvi_tf.data.article_batches import ArticleBatches, padded_length
 from acvi_tf.data.batching import Batches
 from acvi_tf.data.vocab import Vocab
 from acvi_tf.tasks.captioning import train_transform
-from acvi_tf.tasks.summarization import TrainStream, padded_length
 from acvi_tf.tasks.translation import make_train_data
 from acvi_tf.training.schedules import PhaseSchedule
 
@@ -63,7 +63,7 @@ def _store(rng, pairs=40):
 
 def _summarization_steps(store, phases, pad_multiple, steps=20):
     """(phase index, article length, summary length) of each of the first ``steps``."""
-    it = iter(TrainStream(store, 4, phases, seed=1, pad_multiple=pad_multiple))
+    it = ArticleBatches(store, 4, phases, seed=1, pad_multiple=pad_multiple).iterator()
     out = []
     for step in range(steps):
         b = next(it)
