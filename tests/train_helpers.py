@@ -28,3 +28,15 @@ def train_per_token(model, batch_at, steps, lr=0.02, seed=0):
         batch = {k: tf.constant(v) for k, v in batch_at(i).items()}
         logs.append({k: float(v) for k, v in step(batch, tf.constant(seed + i)).items()})
     return logs
+
+
+def free_ports(n):
+    """``n`` TCP ports free on localhost now (for a local multi-worker cluster)."""
+    import socket
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports

@@ -15,11 +15,11 @@ localhost ports, forked from tests/cli.py's server). Kept to two:
 
 import json
 import os
-import socket
 
 import numpy as np
 
 from tests import cli
+from tests.train_helpers import free_ports
 from tests.data.test_translation import _wmt_fixture
 from tests.experiments import test_summarize, test_translate
 
@@ -46,20 +46,10 @@ def _env(tmp_path):
     return env
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _start_workers(argv, model_dirs, env):
     """Two workers of one cluster running ``argv`` (module first), worker i in
     ``model_dirs[i]``."""
-    ports = _free_ports(2)
+    ports = free_ports(2)
     workers = []
     for i, model_dir in enumerate(model_dirs):
         tf_config = {"cluster": {"worker": [f"localhost:{p}" for p in ports]},

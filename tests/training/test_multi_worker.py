@@ -4,12 +4,12 @@ one-worker run with the same global batch; only the chief writes into model_dir.
 
 import json
 import os
-import socket
 import textwrap
 
 import numpy as np
 
 from tests import cli
+from tests.train_helpers import free_ports
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -43,16 +43,6 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _load(out):
     with np.load(out + ".npz") as f:
         weights = [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
@@ -65,7 +55,7 @@ def test_two_workers_match_one_worker_and_only_the_chief_writes(tmp_path):
     env = dict(os.environ, PYTHONPATH=REPO, TF_NUM_INTRAOP_THREADS="1",
                TF_NUM_INTEROP_THREADS="1")
     env.pop("TF_CONFIG", None)
-    ports = ",".join(str(p) for p in _free_ports(2))
+    ports = ",".join(str(p) for p in free_ports(2))
     shared = tmp_path / "run"
     runs = [[str(tmp_path / f"w{i}"), str(shared), str(i), ports] for i in range(2)]
     # Every process is forked from tests/cli.py's server (TensorFlow imported, its

@@ -91,23 +91,28 @@ def test_mixed_float16_checkpoints_its_loss_scale_and_restores_for_evaluation(tm
         np.testing.assert_array_equal(a, b)
 
 
+def _nan_loss_at(trainer, step):
+    """Patches the model's loss_terms: the training objective is NaN when the trainer's
+    step counter is ``step``."""
+    real_loss_terms = trainer.model.loss_terms
+
+    def loss_terms(batch, training=False, seed=0):
+        terms = real_loss_terms(batch, training=training, seed=seed)
+        if training:
+            bad = tf.equal(trainer.step, step)
+            terms["objective"] = tf.where(bad, np.float32(np.nan), terms["objective"])
+        return terms
+
+    trainer.model.loss_terms = loss_terms
+
+
 def test_non_finite_loss_stops_cleanly_and_keeps_last_checkpoint(tmp_path):
     task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
 
     cfg = TrainConfig(model_dir=str(tmp_path), train_steps=6, learning_rate=0.01, log_every=1,
                       eval_every=0, checkpoint_every=2, progress=False)
     trainer = Trainer(lambda: Seq2Seq(_cfg(attention="soft")), cfg, task, log=lambda m: None)
-    # Make the loss NaN at step 3 by patching the model's loss_terms.
-    real_loss_terms = trainer.model.loss_terms
-
-    def loss_terms(batch, training=False, seed=0):
-        terms = real_loss_terms(batch, training=training, seed=seed)
-        if training:
-            bad = tf.equal(trainer.step, 3)
-            terms["objective"] = tf.where(bad, np.float32(np.nan), terms["objective"])
-        return terms
-
-    trainer.model.loss_terms = loss_terms
+    _nan_loss_at(trainer, 3)
     # Step 4 as the progress lines count it (the 4th update, from step 3 to 4).
     with pytest.raises(TrainingDiverged, match="at step 4 .*ckpt-2"):
         trainer.train()
@@ -126,16 +131,7 @@ def test_finiteness_is_read_at_log_and_checkpoint_steps_only_and_still_stops(tmp
     cfg = TrainConfig(model_dir=str(tmp_path / "nan"), train_steps=8, learning_rate=0.01,
                       log_every=8, eval_every=0, checkpoint_every=3, progress=False)
     trainer = Trainer(lambda: Seq2Seq(_cfg(attention="soft")), cfg, task, log=lambda m: None)
-    real_loss_terms = trainer.model.loss_terms
-
-    def loss_terms(batch, training=False, seed=0):
-        terms = real_loss_terms(batch, training=training, seed=seed)
-        if training:
-            bad = tf.equal(trainer.step, 4)
-            terms["objective"] = tf.where(bad, np.float32(np.nan), terms["objective"])
-        return terms
-
-    trainer.model.loss_terms = loss_terms
+    _nan_loss_at(trainer, 4)
     checked = []
     real_check = trainer._check_finite
     trainer._check_finite = lambda unchecked: (checked.append([s for s, _ in unchecked]),
