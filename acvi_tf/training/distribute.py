@@ -159,8 +159,17 @@ def check_shared_model_dir(strategy, model_dir, chief, wait_seconds=10.0):
         if seen or time.time() >= deadline:
             break
         time.sleep(0.2)
-    missing = int(round(_sum_over_workers(strategy, 0 if seen else 1)))
+    try:
+        missing = int(round(_sum_over_workers(strategy, 0 if seen else 1)))
+    except (tf.errors.UnavailableError, tf.errors.CancelledError) as e:
+        # A worker that has its sum may exit (below) while a peer still receives its
+        # share of the last collective: that peer's error is the same one.
+        raise StrategyError(
+            f"--model_dir={model_dir}: another worker stopped during the check that all "
+            f"workers share --model_dir (its own error names the cause; "
+            f"{type(e).__name__})") from None
     if missing:
+        time.sleep(2.0)  # let the peers finish receiving the collective before this exits
         raise StrategyError(
             f"--model_dir={model_dir}: {missing} of the {num_workers(strategy)} workers do "
             f"not see the chief's marker {path}{'' if seen else ' (this one included)'}; "
