@@ -54,3 +54,27 @@ def test_too_few_steps_and_a_missing_peer_are_flag_errors(capsys, tmp_path):
     with pytest.raises(SystemExit):
         train_e2e.main([f"--peer_python={tmp_path}/python"])
     assert f"--peer_python: {tmp_path}/python not found" in capsys.readouterr().err
+
+
+def test_our_command_passes_the_device_check_without_a_gpu():
+    """Our side trains the paper profile's sizes on the CPU, as the peer does: the flags
+    must get past --profile=paper's refusal without a GPU (they did not, 2026-11-27:
+    make bench-peers-train exited at once)."""
+    from absl import flags
+
+    from experiments import flags as xflags
+    from experiments import translate
+    fv = flags.FlagValues()
+    translate.define_flags(fv)
+    fv(["prog", *train_e2e.OURS_FLAGS, "--model_dir=unused"])
+    xflags.apply_profile(translate.PROFILES, fv)
+    xflags.check_device(fv)  # SystemExit with the one-line refusal otherwise
+    without = flags.FlagValues()
+    translate.define_flags(without)
+    without(["prog", *[f for f in train_e2e.OURS_FLAGS if f != "--allow_cpu"]])
+    xflags.apply_profile(translate.PROFILES, without)
+    from acvi_tf.utils import gpus
+    if not gpus.cpu_only_problem("paper", False):
+        pytest.skip("a GPU is visible: the refusal does not apply here")
+    with pytest.raises(SystemExit, match="--profile=paper"):
+        xflags.check_device(without)
