@@ -43,7 +43,7 @@ OURS_FLAGS = ["--profile=paper", "--dataset=multi30k", "--src=en", "--tgt=de", "
 # Our runs: our default length buckets (25 up to --max_length 50: width 2, OpenNMT-tf's
 # default, train: length_bucket_width: 2), and the earlier default, 5 (width 10), which
 # pads a batch far more.
-OUR_RUNS = {"ours": [], "ours, buckets of width 10 (`--num_buckets=5`)": ["--num_buckets=5"]}
+OUR_RUNS = {"ours": [], "ours, buckets of width 10": ["--num_buckets=5"]}  # flags shown by markdown()
 # OpenNMT-tf 2.32 (opennmt/training.py): "Step = 100 ; steps/s = 0.45, tokens/s = 2345
 # (1200 source, 1145 target) ; Learning rate = ... ; Loss = ..."
 ONMT_LINE = re.compile(r"Step = (\d+) ; steps/s = ([\d.]+), tokens/s = \d+ \(([^)]*)\)")
