@@ -24,21 +24,19 @@ Every flag error names the flag: absl reports bad enum/number values itself (``f
 
 from absl import flags
 
-from experiments.checks import (check_model_values, check_option_values,  # noqa: F401
-                                check_run_flags, require_model_dir)
+from experiments.checks import check_run_flags, require_model_dir  # noqa: F401
 from experiments.config_flags import (FlagError, config_from_flags,  # noqa: F401
-                                      define_config_flags, explicit, parse_options)
-from experiments.guard import (TRACEBACK_ENV, check_partial_data, cli_main,  # noqa: F401
-                               run_guarded, tracebacks_wanted)
+                                      define_config_flags, explicit)
+from experiments.guard import (check_partial_data, cli_main, run_guarded,  # noqa: F401
+                               tracebacks_wanted)
 from experiments.run_settings import (ADOPTED, DECODING, MODES,  # noqa: F401
-                                      READ_ONLY_MODES, RESTORED, SAVED, apply_profile, check_schedule_flags,
+                                      READ_ONLY_MODES, RESTORED, SAVED, apply_profile,
                                       configs, decode_config_from_flags,
                                       model_config_from_flags, parse_attention_options,
-                                      parse_latent_options, run_info, shared_flags,
-                                      task_flags, train_config_from_flags,
-                                      variant_options)
-from experiments.saved_runs import (check_device, make_strategy, restore_run_config,  # noqa: F401
-                                    restore_saved_flags, resolve_run_flags, save_flags)
+                                      run_info, shared_flags, task_flags,
+                                      train_config_from_flags)
+from experiments.saved_runs import (check_device, make_strategy,  # noqa: F401
+                                    resolve_run_flags, save_flags)
 
 FLAGS = flags.FLAGS
 

@@ -4,7 +4,7 @@ r"""How much of CNN/DailyMail is ``<unk>`` at a given vocabulary size (issue 34,
         --vocab_sizes 20000 60000 --splits train val --out results/summarization_unk_share.json
 
 The vocabulary is the one ``experiments.summarize`` writes to a run's ``vocab.txt`` on
-its first run (:meth:`acvi_tf.tasks.summarization.SummarizationTask.load_vocab`: the
+its first run (:meth:`acvi_tf.tasks.summarization.SummarizationTask.load_data`: the
 first ``vocab_size`` ids of See et al.'s ``finished_files/vocab``, the 4 special tokens
 included), and each pair is encoded as training encodes it
 (:class:`acvi_tf.data.cnndm.EncodedPairs` at the cpu profile's 200 / 50 tokens), so the
@@ -13,7 +13,7 @@ shares are those of the tokens the loss sees:
 * ``target_unk_softmax``: target tokens (the summary cut to ``max_dec_steps``, ``</s>``
   included where the cut leaves it, as the loss counts them) that are ``<unk>`` for the
   softmax head of the plain seq2seq and Transformer rows (every OOV;
-  :func:`acvi_tf.tasks.summarization.model_inputs`);
+  :func:`acvi_tf.tasks.summarization_eval.model_inputs`);
 * ``target_unk_pointer``: the same tokens that stay ``<unk>`` for the pointer-generator
   (OOVs absent from the truncated article, which the pointer cannot copy);
 * ``source_unk``: article tokens the encoder reads (the first ``max_enc_steps``) that are

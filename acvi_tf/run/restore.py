@@ -19,10 +19,6 @@ from acvi_tf.utils.files import load_json
 from acvi_tf.utils.progress import log
 
 
-def latest_checkpoint(model_dir):
-    return tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
-
-
 def checkpoint_to_evaluate(model_dir):
     """The checkpoint a trained run is evaluated with: the best evaluation's (``best.json``,
     written when it trained with ``--select_best``), else the one a resume would use

@@ -183,8 +183,9 @@ class Task:
         raise NotImplementedError
 
     def how_to_get(self):
-        """Where the missing data come from (the message of a missing-data stop)."""
-        raise NotImplementedError
+        """Where the missing data come from (the message of a missing-data stop): the
+        data source of ``DATASET``."""
+        return how_to_get(self.DATASET)
 
     def resolved_settings(self):
         """Settings of the config the task resolved (defaults filled in), saved with the

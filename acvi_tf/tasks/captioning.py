@@ -25,9 +25,8 @@ from acvi_tf.metrics.caption import ALL_METRICS, format_scores, score_captions
 from acvi_tf.run.directory import check_vocab_size, save_vocab
 from acvi_tf.tasks.base import (Evaluator, Task, TrainingData, pad_to_multiple,
                                 register_task, resumable_train_data, system_name)
-from acvi_tf.tasks.caption_features import (CLI, DEFAULT_FEATURES, DEFAULT_VIDEOS,  # noqa: F401
-                                            SYNTHETIC_BANNER, FeaturesMissing,
-                                            check_coverage, extract_features,
+from acvi_tf.tasks.caption_features import (CLI, DEFAULT_FEATURES,  # noqa: F401
+                                            SYNTHETIC_BANNER, check_coverage,
                                             features_status, how_to_make_features,
                                             open_features)
 from acvi_tf.tasks.decode_batches import BatchedDecoder
@@ -269,10 +268,7 @@ class CaptioningEvaluator(Evaluator):
                  f"\n\n**hyp:** {hyps[c]}" for i, c in enumerate(list(hyps)[:2])}
         if not self.data.features.pretrained:
             texts["WARNING"] = "features are SYNTHETIC or from a random CNN: not results"
-        images = {}
-        if 0 in attention and attention[0].size:
-            images["attention_sample_0"] = summaries.attention_image(attention[0])
-        return summaries.eval_output(scalars, texts, images)
+        return summaries.eval_output(scalars, texts, attention=attention)
 
     def evaluate(self, model, step, model_dir):
         """Beam-decodes val and test, scores them, writes ``decode_{split}.tsv``; returns
@@ -316,11 +312,6 @@ def build_batch(model_dir):
             "tgt_in": np.asarray([[2, 4]], np.int32), "tgt_out": np.asarray([[4, 3]], np.int32)}
 
 
-def data_how_to_get():
-    s = sources.get("msvd")
-    return f"{s.how_to_get} (local mirror: $ACVI_DATA_MIRROR/msvd/)"
-
-
 @register_task("caption")
 class CaptioningTask(Task):
     """Captioning: captions, vocabulary and features, training on (clip, caption) pairs,
@@ -349,7 +340,7 @@ class CaptioningTask(Task):
         return ok and not partial, lines + feature_lines + recipe
 
     def how_to_get(self):
-        return f"{data_how_to_get()}; features: python -m {CLI} --mode=extract_features"
+        return f"{super().how_to_get()}; features: python -m {CLI} --mode=extract_features"
 
     def load_data(self, model_dir, read_only=False):
         """Captions, splits, vocabulary and features (:func:`load_data`); decode and export

@@ -147,9 +147,6 @@ class SummarizationTask(Task):
     def data_status(self):
         return data_status()
 
-    def how_to_get(self):
-        return how_to_get(self.DATASET)
-
     def load_data(self, model_dir, read_only=False):
         """The run's vocabulary: ``model_dir/vocab.txt``, written from See et al.'s vocab
         file (its first ``vocab_size`` entries) on the first run."""

@@ -13,8 +13,7 @@ import tensorflow as tf
 from acvi_tf.data import cnndm
 from acvi_tf.metrics import diversity, meteor, novelty, rouge
 from acvi_tf.tasks.base import Evaluator
-from acvi_tf.tasks.decode_batches import (best_hypothesis_decoder, decode_in_batches,
-                                          sampled_decodes)
+from acvi_tf.tasks.decode_batches import BatchedDecoder, sampled_decodes
 from acvi_tf.training import summaries
 from acvi_tf.training.diagnostics import DevDiagnostics
 from acvi_tf.utils.files import write_lines
@@ -52,8 +51,8 @@ def model_inputs(batch, vocab, pointer, with_targets=False):
 class Summarizer:
     """Batched beam search over articles; summaries as word lists (OOVs from the article).
 
-    One traced decoder per (search settings, coverage mode): the decoder reads
-    the coverage switch when it is traced.
+    One traced decoder per (search settings, coverage mode) (:class:`BatchedDecoder`,
+    keyed by the coverage switch, which the decoder reads when it is traced).
     """
 
     def __init__(self, model, vocab, pointer, batch_size=16):
@@ -61,7 +60,7 @@ class Summarizer:
         self.vocab = vocab
         self.pointer = pointer
         self.batch_size = batch_size
-        self._decoders = {}
+        self._decoder = BatchedDecoder(self._signature(), batch_size)
 
     def _signature(self):
         spec = {"src": tf.TensorSpec([None, None], tf.int32)}
@@ -69,14 +68,6 @@ class Summarizer:
             spec.update(src_ext=tf.TensorSpec([None, None], tf.int32),
                         max_oovs=tf.TensorSpec([], tf.int32))
         return spec
-
-    def _decoder(self, opts, coverage):
-        key = (tuple(sorted(opts.items())), coverage)
-        if key not in self._decoders:
-            self.model.set_mode(coverage=coverage)
-            self._decoders[key] = best_hypothesis_decoder(self.model, self._signature(),
-                                                          **opts)
-        return self._decoders[key]
 
     def _batches(self, examples):
         """(article lengths, make_batch(indices)) of :func:`decode_in_batches`."""
@@ -91,10 +82,10 @@ class Summarizer:
 
     def summarize(self, examples, opts, coverage=False, attention_for=()):
         """Decodes :class:`cnndm.Example` s; returns (word lists, attention dict)."""
-        decode = self._decoder(opts, coverage)
+        self.model.set_mode(coverage=coverage)  # read when the decoder is traced
         lengths, make_batch = self._batches(examples)
-        hyp_ids, attention = decode_in_batches(decode, lengths, make_batch,
-                                                      self.batch_size, attention_for)
+        hyp_ids, attention = self._decoder.decode(self.model, opts, lengths, make_batch,
+                                                  attention_for, key=coverage)
         return [self._words(ids, e) for ids, e in zip(hyp_ids, examples)], attention
 
     def sampled(self, examples, samples, max_length, coverage=False):
@@ -215,10 +206,7 @@ class SummarizationEvaluator(Evaluator):
         texts = {f"sample_{i}": f"**article:** {' '.join(pairs[i].article.split()[:80])} ...\n\n"
                  f"**reference:** {' '.join(pairs[i].abstract_sents)}\n\n"
                  f"**summary:** {' '.join(words[i])}" for i in range(min(2, len(pairs)))}
-        images = {}
-        if 0 in attention and attention[0].size:
-            images["attention_sample_0"] = summaries.attention_image(attention[0])
-        return summaries.eval_output(scalars, texts, images)
+        return summaries.eval_output(scalars, texts, attention=attention)
 
     def evaluate(self, model, step, model_dir, suffix="", split="test"):
         """Decodes the first ``max_eval_pairs`` articles of ``split`` with the final

@@ -131,7 +131,7 @@ def make_train_data(batches, pad_multiple=0):
 
 
 def source_batches(src_ids):
-    """``make_batch(indices)`` of :func:`acvi_tf.tasks.base.decode_in_batches`: those
+    """``make_batch(indices)`` of :func:`acvi_tf.tasks.decode_batches.decode_in_batches`: those
     source id lists, padded with 0 to the longest of them."""
     def make_batch(idx):
         src = np.zeros([len(idx), max(len(src_ids[i]) for i in idx)], np.int32)
@@ -240,10 +240,7 @@ class TranslationEvaluator(Evaluator):
         # Its own tag: under "dev_bleu" the text would hide the scalar curve.
         texts["dev_bleu_signature"] = (f"{bleu} on {n} dev sentences, beam "
                                        f"{self.decode.options(final)['beam_width']}")
-        images = {}
-        if 0 in attention and attention[0].size:
-            images["attention_sample_0"] = summaries.attention_image(attention[0])
-        return summaries.eval_output(scalars, texts, images)
+        return summaries.eval_output(scalars, texts, attention=attention)
 
     def evaluate(self, model, step, model_dir):
         """Decodes dev and test with the final settings; writes decodes, prints BLEU.
@@ -275,7 +272,7 @@ class TranslationEvaluator(Evaluator):
     def sampled_diversity(self, model, split):
         """Bahuleyan et al.'s diversity protocol on the first ``diversity_sources`` sources
         of ``split``: ``diversity_samples`` greedy decodes each, the latent sampled
-        (:func:`acvi_tf.tasks.base.sampled_decodes`), entropy and distinct-1/2 per source,
+        (:func:`acvi_tf.tasks.decode_batches.sampled_decodes`), entropy and distinct-1/2 per source,
         averaged (:func:`acvi_tf.metrics.diversity.per_source_diversity`)."""
         src_ids = self.split(split)[0][:self.decode.diversity_sources]
         groups = sampled_decodes(model, Translator.SIGNATURE, [len(s) for s in src_ids],
@@ -310,9 +307,6 @@ class TranslationTask(Task):
 
     def data_status(self):
         return data_status(self.config.dataset, self.src, self.tgt, self.config.variant)
-
-    def how_to_get(self):
-        return how_to_get(self.config.dataset)
 
     def load_data(self, model_dir, read_only=False):
         """The :class:`TranslationData`, from ``model_dir`` if saved there, else built

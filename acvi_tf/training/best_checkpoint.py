@@ -9,6 +9,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from acvi_tf.training.checkpoints import restore_checkpoint
+from acvi_tf.utils.files import save_json
+
 BEST_DIR = "ckpt_best"  # the best evaluation's checkpoint (select_best)
 BEST_FILE = "best.json"  # which step it is, by which metric
 
@@ -36,10 +39,7 @@ def read_best(model_dir):
 
 
 def write_best(model_dir, best):
-    tmp = os.path.join(model_dir, BEST_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(best, f, indent=2, sort_keys=True)
-    os.replace(tmp, os.path.join(model_dir, BEST_FILE))
+    save_json(os.path.join(model_dir, BEST_FILE), best)
 
 
 class BestCheckpoint:
@@ -81,12 +81,7 @@ class BestCheckpoint:
             return None
         path = os.path.join(self.model_dir, self.best["checkpoint"])
         step = int(step_variable.numpy())
-        try:
-            self.ckpt.restore(path).assert_existing_objects_matched()
-        except Exception as e:  # noqa: BLE001 - re-raised with the file named
-            raise RuntimeError(f"cannot restore the best checkpoint {path} (best.json): "
-                               f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                               ) from e
+        restore_checkpoint(self.ckpt, path, what="the best checkpoint (best.json)")
         step_variable.assign(step)
         self.log(f"final evaluation: the best checkpoint by {self.spec}, step "
                  f"{self.best['step']} ({self.best['metric']}={self.best['value']:.4g})")

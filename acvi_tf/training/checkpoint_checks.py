@@ -51,8 +51,8 @@ def _file_sums(path):
 
 def seal_checkpoint(prefix):
     """Verifies a checkpoint just written, before the state file ``ckpt/checkpoint`` may
-    point at it (the Trainer runs this as the write's callback, ahead of the
-    ``CheckpointManager``'s): every tensor reads back with the checksum its index records,
+    point at it (:meth:`RunCheckpoints.save` runs this as the write's callback,
+    ahead of the ``CheckpointManager``'s): every tensor reads back with the checksum its index records,
     then each file's size and crc32 go into ``checksums-N.json`` beside it, which
     :func:`checkpoint_problem` checks on every later resume, eval and decode. A checkpoint
     that does not read back is an ``OSError`` (the write failed)."""

@@ -68,6 +68,26 @@ def listed_checkpoints(model_dir):
     return sorted(found, reverse=True)
 
 
+def stated_checkpoint(model_dir):
+    """The checkpoint ``ckpt/checkpoint`` (the state file) names, or None (none, or a
+    garbled state file: the checkpoints are then found by listing)."""
+    try:
+        return tf.train.latest_checkpoint(checkpoint_dir(model_dir))
+    except Exception:  # noqa: BLE001 - a garbled state file
+        return None
+
+
+def restore_checkpoint(ckpt, path, what="checkpoint"):
+    """Restores ``path`` into ``ckpt`` (a ``tf.train.Checkpoint``), every saved object
+    matched; one that fails to load is a RuntimeError naming the file (``what`` says which
+    file it is)."""
+    try:
+        ckpt.restore(path).assert_existing_objects_matched()
+    except Exception as e:  # noqa: BLE001 - re-raised with the file named
+        raise RuntimeError(f"cannot restore {what} {path}: {type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else ''}") from e
+
+
 def _skipped(prefix, problem):
     return f"WARNING: {prefix} cannot be read ({problem}); skipped"
 
@@ -93,10 +113,7 @@ def resume_checkpoint(model_dir, log=_stderr):
     None when no checkpoint file exists; checkpoint files none of which can be read are a
     :class:`CheckpointError`. Checkpoints are checked newest first, up to the one used."""
     ckpt_dir = checkpoint_dir(model_dir)
-    try:
-        stated = tf.train.latest_checkpoint(ckpt_dir)
-    except Exception:  # noqa: BLE001 - a garbled state file: found by listing instead
-        stated = None
+    stated = stated_checkpoint(model_dir)
     stated_problem = checkpoint_problem(stated) if stated else None
     if stated and not stated_problem:
         return stated

@@ -3,11 +3,11 @@ one declaration each (a field with help is a flag of the task CLIs:
 :mod:`acvi_tf.utils.settings`)."""
 
 import dataclasses
-import json
 import os
 
 from acvi_tf.training import schedules
 from acvi_tf.utils import manifest
+from acvi_tf.utils.files import save_json
 from acvi_tf.utils.settings import setting
 
 OPTIMIZERS = ("adam", "sgd")  # TrainConfig.optimizer: make_optimizer builds these
@@ -67,8 +67,5 @@ class TrainConfig:
         "Empty: the last checkpoint.", flag_default=None)
 
     def save(self, path):
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True)
-        os.replace(tmp, path)
+        save_json(path, dataclasses.asdict(self))
         manifest.record(os.path.dirname(path) or ".", os.path.basename(path))

@@ -16,7 +16,8 @@ import time
 import tensorflow as tf
 
 from acvi_tf.training.checkpoint_checks import checksums_path, ignored, seal_checkpoint
-from acvi_tf.training.checkpoints import TEMP_SUFFIX, CheckpointError, checkpoint_step
+from acvi_tf.training.checkpoints import (
+    TEMP_SUFFIX, CheckpointError, listed_checkpoints, restore_checkpoint, stated_checkpoint)
 
 
 class RunCheckpoints:
@@ -36,11 +37,7 @@ class RunCheckpoints:
 
     def restore(self, path):
         """Restores checkpoint ``path``; one that fails to load names its file."""
-        try:
-            self.ckpt.restore(path).assert_existing_objects_matched()
-        except Exception as e:  # noqa: BLE001 - re-raised with the file named
-            raise RuntimeError(f"cannot restore checkpoint {path}: {type(e).__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else ''}") from e
+        restore_checkpoint(self.ckpt, path)
 
     def saved_position(self, step):
         """``(data position, training seconds)`` saved with the checkpoint of ``step``
@@ -101,20 +98,12 @@ class RunCheckpoints:
         directory listing, so every checkpoint stays in the ``--keep_checkpoints``
         rotation (with the garbled file the manager knew none, and kept them forever)."""
         ckpt_dir = os.path.join(self.model_dir, "ckpt")
-        try:
-            stated = tf.train.latest_checkpoint(ckpt_dir)
-        except Exception:  # noqa: BLE001 - a garbled state file
-            stated = None
-        if not latest or stated == latest:
+        if not latest or stated_checkpoint(self.model_dir) == latest:
             return
-        prefixes = []
-        for index in glob.glob(os.path.join(ckpt_dir, "ckpt-*.index")):
-            with ignored(ValueError):
-                prefixes.append((checkpoint_step(index[:-len(".index")]),
-                                 index[:-len(".index")]))
         # oldest first, the one resumed from last (the state file's order: an unreadable
         # newer one rotates out first)
-        paths = [p for _, p in sorted(prefixes) if p != latest] + [latest]
+        paths = [p for _, p in reversed(listed_checkpoints(self.model_dir))
+                 if p != latest] + [latest]
         # (the manager rotates only checkpoints younger than the last preserved time)
         times = [os.path.getmtime(p + ".index") for p in paths]
         tf.compat.v1.train.update_checkpoint_state(

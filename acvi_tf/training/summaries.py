@@ -24,9 +24,11 @@ def write_scalars(writer, step, scalars, prefix=""):
     writer.flush()
 
 
-def eval_output(scalars, texts=None, images=None):
+def eval_output(scalars, texts=None, images=None, attention=None):
     """What an evaluation function returns to the Trainer: ``{"scalars", "texts",
     "images"}``, each a dict tag -> value, after checking that no tag is in two of them.
+    ``attention``: the decodes' ``{index: [hyp_len, src_len] array}``; the first sample's
+    becomes the image ``attention_sample_0`` (when it has any cell).
 
     TensorBoard takes a tag of a run to belong to one plugin: a tag written both as a
     scalar and as text is listed by one dashboard at most (TensorBoard 2.21's default
@@ -34,6 +36,8 @@ def eval_output(scalars, texts=None, images=None):
     behind its sacrebleu signature, written as text under the same tag). A clash is a
     bug in the task, so it raises, at the first evaluation."""
     out = {"scalars": dict(scalars), "texts": dict(texts or {}), "images": dict(images or {})}
+    if attention and 0 in attention and attention[0].size:
+        out["images"]["attention_sample_0"] = attention_image(attention[0])
     kind_of = {}
     for kind, tags in out.items():
         for tag in tags:

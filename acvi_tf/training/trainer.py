@@ -150,19 +150,11 @@ class Trainer:
             self.model.build_for_checkpoint(to_tensors(batch))
             self.optimizer.build(self.model.trainable_variables)
 
-    def readable_checkpoints(self):
-        """``[(step, prefix)]`` of the readable checkpoints, newest first
-        (:func:`readable_checkpoints`)."""
-        return readable_checkpoints(self.config.model_dir, self.log)
-
-    def latest_checkpoint(self):
-        """The checkpoint to resume from (:func:`resume_checkpoint`)."""
-        return resume_checkpoint(self.config.model_dir, self.log)
-
     def restore(self, path=None):
-        """Restores ``path`` (default: :meth:`latest_checkpoint`); returns the saved data
-        position (or None). A checkpoint that fails to load names its file."""
-        latest = path or self.latest_checkpoint()
+        """Restores ``path`` (default: the checkpoint to resume from,
+        :func:`resume_checkpoint`); returns the saved data position (or None). A checkpoint
+        that fails to load names its file."""
+        latest = path or resume_checkpoint(self.config.model_dir, self.log)
         if not latest:
             return None
         self.checkpoints.restore(latest)
@@ -284,8 +276,8 @@ class Trainer:
         saved_position = None
         first = None
         if latest:
-            probe = iter(self.train_data(None))
-            self._build(next(probe)[0])
+            if not self._built:  # (a second train() call, past stop_at, is built)
+                self._build(next(iter(self.train_data(None)))[0])
             saved_position = self.restore(latest)
         iterator = iter(self.train_data(saved_position))
         step = int(self.step.numpy())
@@ -354,8 +346,8 @@ class Trainer:
         if not self.is_chief:
             shutil.rmtree(self.write_dir, ignore_errors=True)
         result = self.evaluate(step)
-        if self.selection and step == cfg.train_steps:
-            self.selection.restore(self.step)
+        if step == cfg.train_steps:
+            self.restore_best()
         return {**last, **(result or {})}
 
     def run_info(self, metrics):

@@ -1,6 +1,6 @@
 """Which implementation runs the encoder's BiLSTM, chosen in one place and logged.
 
-Two implementations run the same Keras ``Bidirectional(LSTM)`` weights (so a checkpoint
+Three implementations run the same Keras ``Bidirectional(LSTM)`` weights (so a checkpoint
 restores under either, and they give the same values and gradients):
 
 - ``scan``: :func:`acvi_tf.utils.lstm.bidirectional_sequence`, the hand-written
@@ -13,8 +13,8 @@ restores under either, and they give the same values and gradients):
   ``BlockLSTM`` (forward and backward each one C++ op). No XLA kernel; float32 and
   float16 only (another dtype, bfloat16, runs ``scan``, logged).
 
-:func:`choose_lstm_impl` maps ``--lstm_impl`` (``auto``, ``scan``, ``keras``) to one of
-the two: ``auto`` takes ``keras`` on a GPU, ``scan`` on CPU and under XLA (cuDNN's RNN
+:func:`choose_lstm_impl` maps ``--lstm_impl`` (``auto``, ``scan``, ``keras``, ``block``)
+to one of the three: ``auto`` takes ``keras`` on a GPU, ``scan`` on CPU and under XLA (cuDNN's RNN
 ops have no XLA kernel; Keras turns its own ``jit_compile`` off for them for the same
 reason). Graphs traced inside :func:`portable` (SavedModel exports) always take ``scan``.
 """

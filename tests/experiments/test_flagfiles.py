@@ -4,7 +4,7 @@ A typo in a flagfile (an unknown flag, a bad enum value, an option the variant d
 take, a combination the model refuses) fails here, not hours into a table run. Each
 file goes through what its CLI does before training: a fresh ``FlagValues`` with the
 CLI's flags, ``--flagfile=``, the profile (:func:`xflags.apply_profile`), the CLI's
-``check_flags``, then the task's ``model_config`` and ``xflags.build_model`` (Keras
+``check_flags``, then the task's ``model_config`` and ``acvi_tf.models.build_model`` (Keras
 builds weights lazily, so a paper-size model costs nothing here).
 """
 
