@@ -31,6 +31,9 @@ import tensorflow as tf
 from acvi_tf.errors import RunError
 
 SHARED_MARKER = "shared_dir_check.json"  # written by the chief, read by every worker
+# How long a worker looks for the chief's marker: a network filesystem may show a new file
+# late. ACVI_SHARED_DIR_WAIT (seconds) changes it (a slower filesystem; the tests' 1 s).
+SHARED_DIR_WAIT_ENV = "ACVI_SHARED_DIR_WAIT"
 _KEY_BASES = itertools.count(0, 100_000)  # collective group keys of each MirroredStrategy
 
 
@@ -132,14 +135,31 @@ def _sum_over_workers(strategy, value):
     return float(total())
 
 
-def check_shared_model_dir(strategy, model_dir, chief, wait_seconds=10.0):
+def shared_dir_wait_seconds():
+    """The seconds a worker looks for the chief's marker: $ACVI_SHARED_DIR_WAIT, else 10;
+    a value that is not a number >= 0 is a :class:`StrategyError` naming the variable."""
+    raw = os.environ.get(SHARED_DIR_WAIT_ENV, "10")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise StrategyError(f"${SHARED_DIR_WAIT_ENV}={raw!r}: give the seconds a worker "
+                            f"waits for the chief's marker, a number >= 0")
+    return value
+
+
+def check_shared_model_dir(strategy, model_dir, chief, wait_seconds=None):
     """Stops every worker of a multi-worker run, with a message naming ``--model_dir``,
     when one of them does not see the chief's ``model_dir``: the chief writes a marker
     with a fresh token, the token is summed over the workers (only the chief adds it), and
     each worker looks for the marker with that token (for up to ``wait_seconds``, for a
-    network filesystem's caching). No-op for a single process."""
+    network filesystem's caching; None: :func:`shared_dir_wait_seconds`). No-op for a
+    single process."""
     if num_workers(strategy) < 2:
         return
+    if wait_seconds is None:
+        wait_seconds = shared_dir_wait_seconds()
     path = os.path.join(model_dir, SHARED_MARKER)
     token = secrets.randbelow(2 ** 31 - 1) + 1  # exact in the float64 sum
     if chief:

@@ -41,7 +41,7 @@ def _env(tmp_path):
     _wmt_fixture(mirror)
     env = dict(os.environ, ACVI_DATA_MIRROR=mirror, ACVI_DATA_DIR=str(tmp_path / "data"),
                TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO, TF_NUM_INTRAOP_THREADS="1",
-               TF_NUM_INTEROP_THREADS="1")
+               TF_NUM_INTEROP_THREADS="1", ACVI_SHARED_DIR_WAIT="1")  # (a local disk)
     env.pop("TF_CONFIG", None)
     return env
 

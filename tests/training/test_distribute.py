@@ -27,6 +27,18 @@ def test_trim_to_replicas_cuts_the_rows_the_replicas_do_not_divide():
     assert distribute.trim_to_replicas(batch, 1) == (batch, 0)
 
 
+def test_the_wait_for_the_chiefs_marker_reads_its_variable(monkeypatch):
+    monkeypatch.delenv(distribute.SHARED_DIR_WAIT_ENV, raising=False)
+    assert distribute.shared_dir_wait_seconds() == 10.0
+    monkeypatch.setenv(distribute.SHARED_DIR_WAIT_ENV, "2.5")
+    assert distribute.shared_dir_wait_seconds() == 2.5
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv(distribute.SHARED_DIR_WAIT_ENV, bad)
+        with pytest.raises(distribute.StrategyError,
+                           match=rf"\$ACVI_SHARED_DIR_WAIT='{bad}': give the seconds"):
+            distribute.shared_dir_wait_seconds()
+
+
 def test_a_strategy_made_after_tensorflow_started_is_a_clear_error(monkeypatch):
     """This process has run TensorFlow ops: logical devices and collective ops can no
     longer be set up, and each says so instead of TensorFlow's own error."""
@@ -68,10 +80,11 @@ REPLICAS = textwrap.dedent("""
                     yield {k: v[:n] for k, v in task.batch_at(p).items()}, p + 1
         return data
 
-    def cfg(attention="soft", dropout=0.0):
+    def cfg(attention="soft", dropout=0.0, precision="float32"):
         return ModelConfig(src_vocab_size=10, tgt_vocab_size=10, embed_dim=8,
                            encoder_units=8, decoder_units=8, attention_units=8,
-                           head_units=8, dropout=dropout, attention=attention)
+                           head_units=8, dropout=dropout, attention=attention,
+                           precision=precision)
 
     def train(name, strategy, data, steps=3, model=cfg, **kw):
         lines = []
@@ -97,6 +110,19 @@ REPLICAS = textwrap.dedent("""
                 "said": [l for l in lines if "dropped" in l],
                 "dropped": [h["dropped_rows"] for h in history if "dropped_rows" in h],
                 "weights": [v.numpy().tolist() for v in t.model.trainable_variables]}
+
+    # mixed_float16's loss scaling under two replicas (each replica unscales its
+    # gradients before they are summed), and MirroredStrategy on one device (a user's one
+    # GPU; it crashed in merge_call before: issue 40), against one device on those batches.
+    for name, strategy, data, precision in (
+            ("fp16_one", make_strategy(), stream(2), "mixed_float16"),
+            ("fp16_mirrored", make_strategy("mirrored", 2), stream(), "mixed_float16"),
+            ("mirrored1", make_strategy("mirrored", 1), stream(2), "float32")):
+        t, _ = train(name, strategy, data, model=lambda: cfg(precision=precision))
+        scale = getattr(t.optimizer, "dynamic_scale", None)
+        out[name] = {"replicas": strategy.num_replicas_in_sync,
+                     "loss_scale": None if scale is None else float(scale.numpy()),
+                     "weights": [v.numpy().tolist() for v in t.model.trainable_variables]}
 
     # A NaN loss at the 4th step under two replicas (the update cannot be skipped
     # there): the check before the checkpoint of step 4 stops the run.
@@ -143,7 +169,9 @@ def test_mirrored_replicas_cut_partial_batches_and_match_one_device(tmp_path):
     the same losses step by step and the same weights; the cut is said once and its total
     recorded in history.jsonl. Under two replicas a NaN loss at step 4 stops the run at
     the check before step 4's checkpoint (log_every=100: the per-step host sync is gone).
-    Two --deterministic runs give identical weights."""
+    Two --deterministic runs give identical weights. Under mixed_float16 two replicas
+    take one device's steps (to float16's precision; the loss scale 2^15 on both), and
+    MirroredStrategy on one device takes one device's steps."""
     script = tmp_path / "replicas.py"
     script.write_text(REPLICAS)
     r = cli.run(str(script), [str(tmp_path)], timeout=600)
@@ -159,6 +187,14 @@ def test_mirrored_replicas_cut_partial_batches_and_match_one_device(tmp_path):
         assert len(many["said"]) == 2 and many["dropped"] == [dropped]
         assert f"not divisible by the {n} replicas" in many["said"][0]
         assert not one["said"] and not one["dropped"]
+    for name, reference, tolerance, replicas in (("fp16_mirrored", "fp16_one", 1e-3, 2),
+                                                 ("mirrored1", "one2", 1e-5, 1)):
+        assert out[name]["replicas"] == replicas
+        assert out[name]["loss_scale"] == out[reference].get("loss_scale") == (
+            2.0 ** 15 if reference == "fp16_one" else None)
+        for a, b in zip(out[name]["weights"], out[reference]["weights"]):
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=10 * tolerance,
+                                       atol=tolerance)
     assert "non-finite loss or gradient at step 4" in out["nan"], out["nan"]
     assert "ckpt-2" in out["nan"]
     assert [n for n in out["nan_checkpoints"] if n.endswith(".index")] == ["ckpt-2.index"]

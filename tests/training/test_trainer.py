@@ -2,7 +2,6 @@
 
 import glob
 import json
-import textwrap
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ from acvi_tf.data.synthetic import ReverseTask
 from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
 from acvi_tf.training import schedules
 from acvi_tf.training.trainer import Trainer, TrainConfig, TrainingDiverged
-from tests import cli
 
 V = 10
 
@@ -236,62 +234,3 @@ def test_tensorboard_scalars_and_eval_outputs(tmp_path):
     for tag in ("nll", "kl", "kl_mc", "kl_bound", "learning_rate", "grad_norm", "tokens_per_sec",
                 "bleu", "sample", "attention"):
         assert tag in tags, (tag, tags)
-
-
-MIRRORED = textwrap.dedent("""
-    import os, sys, json
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    import numpy as np, tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from acvi_tf.attention import ATTENTION
-    from acvi_tf.data.synthetic import ReverseTask
-    from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
-    from acvi_tf.training.trainer import Trainer, TrainConfig, make_strategy
-    out = {}
-    for precision in ("float32", "mixed_float16"):
-        cfg = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, embed_dim=8, encoder_units=8,
-                          decoder_units=8, attention_units=8, head_units=8, attention="soft",
-                          precision=precision)
-        for name, devices in (("default", 2), ("mirrored", 2), ("mirrored1", 1)):
-            strategy = make_strategy(name.rstrip("1"), num_devices=devices)
-            tc = TrainConfig(model_dir=os.path.join(sys.argv[1], precision, name),
-                             train_steps=3, learning_rate=0.01, clip_norm=0.5, progress=False,
-                             eval_every=0)
-            t = Trainer(lambda: Seq2Seq(cfg), tc,
-                        ReverseTask(vocab_size=10, batch_size=8, seed=1), strategy=strategy,
-                        log=lambda m: None)
-            metrics = t.train()
-            out[f"{precision}/{name}"] = {
-                "replicas": strategy.num_replicas_in_sync,
-                "loss_scale": metrics.get("loss_scale"),
-                "weights": [v.numpy().tolist() for v in t.model.trainable_variables]}
-    json.dump(out, open(os.path.join(sys.argv[1], "out.json"), "w"))
-""")
-
-
-def test_mirrored_strategy_on_two_cpu_devices_matches_one_device(tmp_path):
-    """Two replicas with half a batch each, and MirroredStrategy on one device (it crashed
-    in merge_call before: issue 40), take the same steps as one device (soft attention,
-    no dropout, so that no per-replica noise is involved); clipping uses the global norm.
-    The same with mixed_float16's loss scaling (each replica unscales its gradients before
-    they are summed), to float16's precision."""
-    script = tmp_path / "run.py"
-    script.write_text(MIRRORED)
-    r = cli.run(str(script), [str(tmp_path)], timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.load(open(tmp_path / "out.json"))
-    for precision, tolerance in (("float32", 1e-5), ("mixed_float16", 1e-3)):
-        one, two = out[f"{precision}/default"], out[f"{precision}/mirrored"]
-        assert two["replicas"] == 2
-        assert one["loss_scale"] == two["loss_scale"] == (
-            2.0 ** 15 if precision == "mixed_float16" else None)
-        for a, b in zip(one["weights"], two["weights"]):
-            np.testing.assert_allclose(np.array(a), np.array(b), rtol=10 * tolerance,
-                                       atol=tolerance)
-        # MirroredStrategy on one device (a user's single GPU): trains, the same steps
-        alone = out[f"{precision}/mirrored1"]
-        assert alone["replicas"] == 1 and alone["loss_scale"] == one["loss_scale"]
-        for a, b in zip(one["weights"], alone["weights"]):
-            np.testing.assert_allclose(np.array(a), np.array(b), rtol=10 * tolerance,
-                                       atol=tolerance)
