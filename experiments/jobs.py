@@ -45,7 +45,7 @@ def finished(model_dir):
     return os.path.exists(os.path.join(model_dir, "results.json"))
 
 
-def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=5.0):
+def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=0.2):
     """Runs every job's :attr:`Job.todo` commands, ``parallel`` jobs at a time and a job's
     commands one after the other; a failed command ends its job. Returns the number of
     jobs that failed or could not start (their ``waits_for`` never finished)."""
@@ -81,7 +81,7 @@ def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=5.0):
                 print(f"{job.name}: not run, the run it starts from ({job.waits_for}) is not "
                       f"done (run it first)", file=stream)
             return failed + len(pending)
-        time.sleep(poll_seconds if parallel > 1 else 0.2)
+        time.sleep(poll_seconds)  # (a poll is one waitpid per running job: cheap)
         for item in list(running):
             job, proc, log, argv = item
             if proc.poll() is None:
