@@ -157,11 +157,9 @@ def main(cli, argv, flag_values=FLAGS):
     model_dir = xflags.require_model_dir(fv) if not fv.dry_run or fv.model_dir else None
     # a mode of the task's own that reads a trained model reads it exactly as eval does
     restore_mode = "eval" if extra and extra.needs_model else fv.mode
-    saved = xflags.resolve_run_flags(model_dir, restore_mode, cli.profiles,
-                                     cli.task_class.CONFIG, fv, module=cli.module)
-    for name in cli.adopted:
-        if saved and name in saved["flags"] and not xflags.explicit(name, fv):
-            fv.set_default(name, saved["flags"][name])
+    xflags.run_guarded(lambda: xflags.resolve_run_flags(
+        model_dir, restore_mode, cli.profiles, cli.task_class.CONFIG, fv, module=cli.module,
+        adopted=cli.adopted))
     cli.check_flags(fv)
     task = xflags.run_guarded(lambda: make_task(cli, fv))
     if fv.dry_run:

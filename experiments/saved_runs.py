@@ -69,7 +69,7 @@ def restore_run_config(model_dir, flag_values=FLAGS):
 
 
 def resolve_run_flags(model_dir, mode, profiles, task_config, flag_values=FLAGS,
-                      module=None):
+                      module=None, adopted=()):
     """Profile + saved settings, in the order every task CLI needs them.
 
     The saved run of ``model_dir`` fixes its profile and the settings that describe the
@@ -78,7 +78,8 @@ def resolve_run_flags(model_dir, mode, profiles, task_config, flag_values=FLAGS,
     settings too (:mod:`acvi_tf.utils.settings`; ``task_config``: the task's config
     class, whose fields are its data flags).
     Returns the saved run config (None for a new directory). ``module`` (the CLI's)
-    refuses a run directory that another CLI made.
+    refuses a run directory that another CLI made. ``adopted``: the CLI's own flags that
+    are adopted as well (a CLI's ``Cli.adopted``).
     """
     fv = flag_values
     saved = None
@@ -103,20 +104,17 @@ def resolve_run_flags(model_dir, mode, profiles, task_config, flag_values=FLAGS,
         restore_saved_flags(saved["flags"], task_flags(task_config, RESTORED)
                             + shared_flags(RESTORED), fv)
         kept = (ADOPTED, DECODING) if mode in ("eval",) + READ_ONLY_MODES else (ADOPTED,)
-        for name in task_flags(task_config, *kept) + shared_flags(*kept):
+        for name in (*task_flags(task_config, *kept), *shared_flags(*kept), *adopted):
             if name in saved["flags"] and not explicit(name, fv):
                 fv.set_default(name, saved["flags"][name])
     if saved is None and mode in ("eval",) + READ_ONLY_MODES:
         raise FlagError("model_dir", f"{model_dir} holds no trained model (run_config.json "
                         f"is missing); train first")
-    if mode in ("train", "train_eval") and not getattr(fv, "dry_run", False):
+    if mode in ("train", "train_eval") and not fv.dry_run:
         check_device(fv)  # lists devices only: TensorFlow's context is not started
-        # Before the flag checks build layers (which starts TensorFlow): issue 42.
-        from acvi_tf.training.distribute import StrategyError
-        try:
-            make_strategy(fv)
-        except StrategyError as e:
-            raise SystemExit(f"error: {e}") from None
+        # Before the flag checks build layers (which starts TensorFlow): issue 42. (A
+        # StrategyError is a RunError: the CLI's run_guarded makes it one line.)
+        make_strategy(fv)
     return saved
 
 
