@@ -296,16 +296,21 @@ def _stderr(message):
 class Evaluator:
     """The one evaluation interface of every task.
 
-    ``eval_fn(model, step)`` is the Trainer's validation hook (TensorBoard scalars,
-    texts, images; at the last step it keeps ``final_diagnostics``, the dev
-    diagnostics that go into results.json). ``evaluate(model, step, model_dir)`` is the
-    final evaluation of a trained model; what it returns, the task's
+    ``eval_fn(model, step, final=None)`` is the Trainer's validation hook (TensorBoard
+    scalars, texts, images). ``final`` (None: ``step >= train_steps``) asks for the final
+    protocol (the final decoding settings on the whole dev set), which also keeps
+    ``final_diagnostics`` (the dev diagnostics that go into results.json) and the dev
+    decode that :meth:`evaluate` reuses at that step; the periodic protocol
+    (``eval_subset``, ``eval_beam_width``) is what every evaluation of a run compared by
+    ``--select_best`` uses, the last one included (the Trainer passes ``final=False``
+    there, then ``final=True`` for the selected model). ``evaluate(model, step,
+    model_dir)`` is the final evaluation of a trained model; what it returns, the task's
     :meth:`Task.results` turns into the fields of results.json.
     """
 
     final_diagnostics = None
 
-    def eval_fn(self, model, step):
+    def eval_fn(self, model, step, final=None):
         raise NotImplementedError
 
     def evaluate(self, model, step, model_dir):

@@ -248,8 +248,8 @@ class CaptioningEvaluator(Evaluator):
         return diagnostics(model, ({k: tf.convert_to_tensor(v) for k, v in
                                     transform(batch).items()} for batch in batches.dataset()))
 
-    def eval_fn(self, model, step):
-        final = step >= self.train_steps
+    def eval_fn(self, model, step, final=None):
+        final = step >= self.train_steps if final is None else final
         subset = 0 if final else self.decode.eval_subset
         watch = Stopwatch()
         # METEOR's jar costs ~15 s to start: the final evaluation only.

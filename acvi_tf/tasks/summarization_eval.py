@@ -190,7 +190,8 @@ class SummarizationEvaluator(Evaluator):
         """Whether the model of ``step`` trained steps decodes with coverage."""
         return bool(self.coverage) and self.schedule.phase(max(step - 1, 0))["coverage"]
 
-    def eval_fn(self, model, step):
+    def eval_fn(self, model, step, final=None):
+        # (one protocol at every step, the last included: ``final`` changes nothing)
         pairs, examples, _ = self.examples("val", self.decode.eval_subset or None)
         watch = Stopwatch()
         words, attention = self.summarizer(model).summarize(

@@ -219,8 +219,8 @@ class TranslationEvaluator(Evaluator):
                 max_src_len=None, max_tgt_len=None, prefetch=False)
         return self._diagnostics(model, self._loss_batches[limit].dataset())
 
-    def eval_fn(self, model, step):
-        final = step >= self.train_steps
+    def eval_fn(self, model, step, final=None):
+        final = step >= self.train_steps if final is None else final
         subset = 0 if final else self.decode.eval_subset
         watch = Stopwatch()
         hyps, bleu, attention, srcs, refs = self.bleu(model, "dev", final=final, subset=subset,

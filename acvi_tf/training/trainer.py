@@ -345,9 +345,17 @@ class Trainer:
             self.save(position)
         if not self.is_chief:
             shutil.rmtree(self.write_dir, ignore_errors=True)
-        result = self.evaluate(step)
-        if step == cfg.train_steps:
+        if self.selection and step == cfg.train_steps:
+            # The last evaluation competes with the earlier ones, so it is one of them (the
+            # periodic protocol: a final-protocol score, beam and full set, would beat them
+            # by its decoding alone). The final-protocol evaluation is then the selected
+            # model's, kept by the evaluator for the results (not a point of the curves).
+            result = self.evaluate(step, final=False)
             self.restore_best()
+            if self.eval_fn is not None and self.is_chief:
+                self.eval_fn(self.model, step, final=True)
+        else:
+            result = self.evaluate(step)
         return {**last, **(result or {})}
 
     def run_info(self, metrics):
@@ -370,12 +378,16 @@ class Trainer:
         lr = float(tf.convert_to_tensor(self.optimizer.learning_rate))
         return self.reports.window(window, step, seconds, lr, self._read_modes(modes), bar)
 
-    def evaluate(self, step):
+    def evaluate(self, step, final=None):
         """Runs ``eval_fn`` at ``step`` (the chief only), reports it and, with
-        ``select_best``, keeps its checkpoint if it is the best; returns its scalars."""
+        ``select_best``, keeps its checkpoint if it is the best; returns its scalars.
+        ``final`` (None: the evaluator decides by the step) is passed on when given:
+        False asks for the periodic protocol at the last step."""
         if self.eval_fn is None or not self.is_chief:
             return None
-        scalars = self.reports.evaluation(step, self.eval_fn(self.model, step) or {})
+        out = (self.eval_fn(self.model, step) if final is None
+               else self.eval_fn(self.model, step, final=final))
+        scalars = self.reports.evaluation(step, out or {})
         if self.selection:
             self.selection.keep_if_best(step, scalars)
         return scalars

@@ -165,11 +165,13 @@ def test_mixed_bfloat16_run_trains_evaluates_and_eval_restores_the_precision(tmp
 def test_select_best_evaluates_the_checkpoint_of_the_best_validation(tmp_path, env):
     """--select_best=dev_nll keeps the evaluation with the highest dev NLL (the NLL falls
     here, so an early checkpoint, not the last): history.jsonl's argmax is the step
-    results.json names, and --mode=eval later scores that checkpoint again, the same BLEU."""
+    results.json names, and --mode=eval later scores that checkpoint again, the same BLEU.
+    The diagnostics in results.json are the selected model's (the whole dev set every
+    time here: its NLL is the selected evaluation's), not the last step's."""
     model_dir = str(tmp_path / "run")
     r = _cli(["--profile=smoke", "--attention=soft", "--train_steps=6", "--eval_every=2",
               "--checkpoint_every=2", "--select_best=dev_nll", "--learning_rate=0.05",
-              f"--model_dir={model_dir}"], env)
+              "--eval_subset=0", f"--model_dir={model_dir}"], env)
     assert r.returncode == 0, r.stderr[-3000:]
     results = json.load(open(os.path.join(model_dir, "results.json")))
     evals = {}
@@ -183,6 +185,8 @@ def test_select_best_evaluates_the_checkpoint_of_the_best_validation(tmp_path, e
     assert results["selected_checkpoint"]["step"] == best, evals
     assert results["selected_checkpoint"]["value"] == pytest.approx(evals[best])
     assert f"the best checkpoint by dev_nll, step {best}" in r.stderr
+    assert results["diagnostics"]["dev_nll"] == pytest.approx(evals[best], rel=1e-5)
+    assert results["diagnostics"]["dev_nll"] != pytest.approx(evals[6], rel=1e-5)
     r = _cli(["--mode=eval", f"--model_dir={model_dir}"], env)
     assert r.returncode == 0, r.stderr[-3000:]
     again = json.load(open(os.path.join(model_dir, "results.json")))
