@@ -158,6 +158,43 @@ def _flags(path):
                 and not line.startswith("--model_dir=")}
 
 
+def _with_cell(paper_flags, cell_flags):
+    """The paper's row (its --system dropped) with a cell's flags: a later flag of the same
+    name replaces the earlier one (each --attention_option by its key)."""
+    expected = {}
+    for flag in sorted(f for f in paper_flags if not f.startswith("--system=")) + cell_flags:
+        key = flag.split("=", 1)[0] if not flag.startswith("--attention_option=") else \
+            flag.split("=", 2)[1]
+        expected[key] = flag
+    return set(expected.values())
+
+
+def test_the_converged_tables_acvi_and_noise_control_follow_the_converged_grid():
+    """table4-cpu (the converged recipe) runs ACVI (ours) as the converged KL grid chose it
+    by mean val BLEU once every cell had finished (results/acvi_study.json): the paper's
+    row plus the cell's flags; its noise control is the 2,500-step table's with the noise
+    set to that cell's mean sigma (3 significant digits)."""
+    from experiments.tables import table4_translation
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "results", "acvi_study.json"), encoding="utf-8") as f:
+        payload = json.load(f)["grid_converged"]
+    assert payload["final"] and payload["choice"], "the converged grid has not chosen yet"
+    choice = payload["choice"]
+    configs = os.path.join(root, "experiments", "configs")
+    converged = table4_translation.TABLE4_CPU_CONVERGED_FLAGFILES
+    assert _flags(os.path.join(configs, converged["multi30k_acvi"])) == _with_cell(
+        _flags(os.path.join(root, acvi_study.MULTI30K_PAPER)),
+        acvi_study.grid_flags(choice, acvi_study.CONVERGED_GRID))
+    sigma = float(f"{payload['cells'][choice]['sigma_mean']:.3g}")
+    noise = _flags(os.path.join(configs, converged["multi30k_soft_context_noise"]))
+    before = _flags(os.path.join(configs, "table4cpu_multi30k_soft_context_noise.flags"))
+    assert noise == {f for f in before if not f.startswith(
+        ("--attention_option=context_noise=", "--profile="))} | {
+        f"--attention_option=context_noise={sigma}", "--profile=cpu_converged"}
+    runs = {name: flagfile for name, flagfile, _ in table4_translation.TABLE4_CPU_RUNS}
+    assert all(runs[name] == flagfile for name, flagfile in converged.items())
+
+
 @pytest.mark.parametrize("ours,paper,task", [
     (acvi_study.MULTI30K_ACVI, acvi_study.MULTI30K_PAPER, "multi30k"),
     (acvi_study.CNNDM_ACVI, acvi_study.CNNDM_PAPER, "cnndm")])
@@ -168,13 +205,8 @@ def test_the_tables_acvi_flagfile_is_the_chosen_grid_cell(ours, paper, task):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     cell = acvi_study.OURS[task]
     assert cell is not None
-    expected = {}
-    paper_flags = {f for f in _flags(os.path.join(root, paper)) if not f.startswith("--system=")}
-    for flag in sorted(paper_flags) + acvi_study.grid_flags(cell):
-        key = flag.split("=", 1)[0] if not flag.startswith("--attention_option=") else \
-            flag.split("=", 2)[1]
-        expected[key] = flag
-    assert _flags(os.path.join(root, ours)) == set(expected.values())
+    assert _flags(os.path.join(root, ours)) == _with_cell(
+        _flags(os.path.join(root, paper)), acvi_study.grid_flags(cell))
     dirs = {c[0]: c[4] for c in acvi_study.cells("r")}
     if task == "multi30k":
         assert dirs["multi30k_acvi_s0"] == dirs[f"grid_{cell}"]
