@@ -37,9 +37,9 @@ def checkpoint_to_evaluate(model_dir):
         return listed[0][1] if listed else None
 
 
-def restore_model(model, model_dir, build_batch):
+def restore_model(model, model_dir, build_batch, path=None):
     """Builds ``model`` on ``build_batch`` and restores the Trainer's latest checkpoint (the
-    best evaluation's, for a run trained with ``--select_best``).
+    best evaluation's, for a run trained with ``--select_best``), or checkpoint ``path``.
 
     The Trainer saves ``tf.train.Checkpoint(model=..., optimizer=..., step=...)``;
     Keras 3 models are reached through the optimizer's variable list in that
@@ -49,7 +49,8 @@ def restore_model(model, model_dir, build_batch):
     Returns the step stored with the checkpoint. Raises ``FileNotFoundError``
     naming the directory when there is no checkpoint.
     """
-    path = checkpoint_to_evaluate(model_dir)
+    explicit = path is not None  # (read as given: no newer checkpoint in its place)
+    path = path or checkpoint_to_evaluate(model_dir)
     if path is None:
         raise FileNotFoundError(f"no checkpoint in {os.path.join(model_dir, 'ckpt')}; train "
                                 f"first (--mode=train or the default --mode=train_eval)")
@@ -68,7 +69,7 @@ def restore_model(model, model_dir, build_batch):
             return int(step.numpy())
         except Exception as e:  # noqa: BLE001 - re-raised with the file named
             newest = checkpoint_to_evaluate(model_dir)
-            if attempt + 1 < RESTORE_ATTEMPTS and newest and (
+            if not explicit and attempt + 1 < RESTORE_ATTEMPTS and newest and (
                     newest != path or not os.path.exists(path + ".index")):
                 # a run training in model_dir rotated the checkpoint away while it was
                 # read (--keep_checkpoints): read the newest one instead

@@ -11,6 +11,7 @@ the interface; nothing here calls back into them.
 """
 
 import dataclasses
+import json
 import os
 import sys
 from typing import Any, Callable, Optional
@@ -266,6 +267,72 @@ class Task:
         evaluator = trained.evaluator or self.evaluator(trained.config, trained.train_steps)
         evaluation = evaluator.evaluate(trained.model, trained.step, model_dir)
         return self.results(evaluation, trained.config, trained.step, extra=trained.info)
+
+    def reselect(self, trained, model_dir):
+        """``--mode=reselect``: redoes ``--select_best`` for a run trained before commit
+        10c5ffa, whose last step entered the comparison with the final protocol's score
+        (beam, whole dev set), not the periodic one the other steps had. The last
+        checkpoint is scored with the periodic protocol (``eval_fn(final=False)``, as the
+        Trainer now does); the best of that and the periodic evaluations in history.jsonl
+        is selected (the earliest of equals, as the Trainer keeps it). Its checkpoint, if
+        still on disk (``ckpt_best/`` or the last ``--keep_checkpoints`` of ``ckpt/``), is
+        restored, scored with the final protocol and written as the run's results, and
+        ``best.json`` names it; otherwise a :class:`RunError` names the step whose
+        checkpoint is gone (train the run again). Returns the fields of results.json it
+        changes (the run's ``command`` stays the training's; ``reselected`` says what
+        this did)."""
+        from acvi_tf.run.restore import restore_model
+        from acvi_tf.training.best_checkpoint import parse_select_best, read_best, write_best
+        from acvi_tf.training.checkpoints import listed_checkpoints
+        from acvi_tf.utils.files import load_json
+        before = read_best(model_dir)
+        saved = load_json(os.path.join(model_dir, "train_config.json"))
+        select = parse_select_best(saved.get("select_best", ""))
+        if before is None or select is None:
+            raise RunError(f"--mode=reselect: {model_dir} did not train with --select_best "
+                           f"(no best.json): nothing to select")
+        name, sign = select
+        last = int(saved["train_steps"])
+        periodic = {}  # step -> the selection metric (a resumed run: a step's last line wins)
+        with open(os.path.join(model_dir, "history.jsonl"), encoding="utf-8") as f:
+            for line in f:
+                record = json.loads(line)
+                if "eval" in record and record["step"] < last and name in record["eval"]:
+                    periodic[int(record["step"])] = float(record["eval"][name])
+        kept = {step: prefix for step, prefix in listed_checkpoints(model_dir)}
+        kept[int(before["step"])] = os.path.join(model_dir, before["checkpoint"])
+        if last not in kept:
+            raise RunError(f"--mode=reselect: {model_dir} has no checkpoint of its last step "
+                           f"{last} to score with the periodic protocol")
+        batch = self.build_batch(model_dir, trained.config)
+        evaluator = self.evaluator(trained.config, last)
+        restore_model(trained.model, model_dir, batch, path=kept[last])
+        scalars = evaluator.eval_fn(trained.model, last, final=False)["scalars"]
+        periodic[last] = float(scalars[name])
+        chosen = max(sorted(periodic), key=lambda step: sign * periodic[step])
+        if chosen not in kept:
+            raise RunError(
+                f"--mode=reselect: in {model_dir} the periodic evaluations select step "
+                f"{chosen} ({name}={periodic[chosen]:.4g}; step {last}: "
+                f"{periodic[last]:.4g}), whose checkpoint is no longer on disk (kept: steps "
+                f"{', '.join(map(str, sorted(kept)))}); train the run again")
+        restore_model(trained.model, model_dir, batch, path=kept[chosen])
+        evaluator.eval_fn(trained.model, last, final=True)  # the selected model's dev decode
+        best = {"step": chosen, "metric": name, "value": periodic[chosen],
+                "mode": "max" if sign > 0 else "min",
+                "checkpoint": os.path.relpath(kept[chosen], model_dir)}
+        fields = self.results(evaluator.evaluate(trained.model, last, model_dir),
+                              trained.config, last)
+        for key in ("command", "argv"):
+            fields.pop(key, None)
+        write_best(model_dir, best)
+        self.log(f"reselected: step {chosen} ({name}={periodic[chosen]:.4g}), was step "
+                 f"{before['step']} (step {last} scored with the periodic protocol: "
+                 f"{periodic[last]:.4g})")
+        return {**fields, "selected_checkpoint": best,
+                "diagnostics": evaluator.final_diagnostics,
+                "reselected": {"command": self.run.command, "before": before,
+                               "periodic": {str(k): v for k, v in sorted(periodic.items())}}}
 
     def decode(self, trained, lines, attention_plots=None, plot_count=0):
         """Input lines in the task's form -> output lines, with the final decoding settings.

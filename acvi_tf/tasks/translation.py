@@ -289,7 +289,8 @@ class TranslationTask(Task):
 
     CONFIG = TranslationConfig
     OUTPUTS = "translations"
-    EXTRA_MODES = {"copy_baseline": Mode("copy_baseline", needs_model=False)}
+    EXTRA_MODES = {"copy_baseline": Mode("copy_baseline", needs_model=False),
+                   "reselect": Mode("reselect", needs_model=True)}
 
     def __init__(self, config, decode=None, run=None, log=log):
         config.check()

@@ -193,6 +193,54 @@ def test_select_best_evaluates_the_checkpoint_of_the_best_validation(tmp_path, e
     assert again["bleu"] == pytest.approx(results["bleu"])
 
 
+def test_reselect_redoes_the_selection_of_a_run_trained_before_the_fix(tmp_path, env):
+    """--mode=reselect on a run whose best.json names its last step, as the old protocol
+    let the last step's final-protocol score win: it scores the last checkpoint with the
+    periodic protocol (the value the Trainer now logs there), selects among the periodic
+    evaluations, restores that checkpoint and rewrites results.json and best.json (test
+    BLEU, dev BLEU and diagnostics of the selected model; the training command kept). A
+    run whose selected checkpoint is gone is refused, naming the step."""
+    model_dir = str(tmp_path / "run")
+    r = _cli(["--profile=smoke", "--attention=soft", "--train_steps=6", "--eval_every=2",
+              "--checkpoint_every=2", "--keep_checkpoints=5", "--select_best=dev_nll",
+              "--learning_rate=0.05", "--eval_subset=0", f"--model_dir={model_dir}"], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    right = json.load(open(os.path.join(model_dir, "results.json")))
+    evals = {json.loads(l)["step"]: json.loads(l)["eval"]["dev_nll"]
+             for l in open(os.path.join(model_dir, "history.jsonl")) if '"eval"' in l}
+    chosen = right["selected_checkpoint"]["step"]
+    assert chosen < 6
+    # the run as the old protocol left it: the last step selected, its results the last's
+    old = dict(right["selected_checkpoint"], step=6, value=99.0, checkpoint="ckpt/ckpt-6")
+    with open(os.path.join(model_dir, "best.json"), "w") as f:
+        json.dump(old, f)
+    stale = dict(right, bleu={"dev": 99.0, "test": 99.0}, selected_checkpoint=old,
+                 diagnostics=dict(right["diagnostics"], dev_nll=evals[6]))
+    with open(os.path.join(model_dir, "results.json"), "w") as f:
+        json.dump(stale, f)
+
+    r = _cli(["--mode=reselect", f"--model_dir={model_dir}"], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    fixed = json.load(open(os.path.join(model_dir, "results.json")))
+    assert fixed["selected_checkpoint"]["step"] == chosen
+    assert fixed["bleu"] == pytest.approx(right["bleu"])
+    assert fixed["diagnostics"]["dev_nll"] == pytest.approx(evals[chosen], rel=1e-5)
+    assert fixed["reselected"]["periodic"]["6"] == pytest.approx(evals[6], rel=1e-5)
+    assert fixed["reselected"]["before"]["step"] == 6
+    assert fixed["command"] == right["command"]  # the training's
+    assert json.load(open(os.path.join(model_dir, "best.json")))["step"] == chosen
+    assert f"reselected: step {chosen}" in r.stderr
+
+    # the selected step's checkpoints gone: refused, naming the step
+    with open(os.path.join(model_dir, "best.json"), "w") as f:
+        json.dump(old, f)
+    for path in glob.glob(os.path.join(model_dir, "ckpt", f"ckpt-{chosen}.*")):
+        os.remove(path)
+    r = _cli(["--mode=reselect", f"--model_dir={model_dir}"], env)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert f"select step {chosen}" in r.stderr and "train the run again" in r.stderr
+
+
 def test_copy_baseline_and_dry_run(tmp_path, env):
     model_dir = str(tmp_path / "copy")
     r = _cli(["--mode=copy_baseline", f"--model_dir={model_dir}"], env)
