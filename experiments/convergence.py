@@ -78,7 +78,7 @@ def command_of(run_dir):
 def report(runs, out, plateau_tolerance=0.5, takeoff_bleu=10.0):
     """Writes ``out`` (and ``<out>_curves.png``) for ``runs`` [(name, run_dir)]; returns
     the markdown."""
-    histories = [(name, d, read_history(os.path.join(d, "results.json"))) for name, d in runs]
+    histories = [(name, d, read_history(d)) for name, d in runs]
     rows = []
     for name, d, history in histories:
         s = summarize(history, plateau_tolerance, takeoff_bleu)

@@ -11,7 +11,6 @@ the interface; nothing here calls back into them.
 """
 
 import dataclasses
-import json
 import os
 import sys
 from typing import Any, Callable, Optional
@@ -284,6 +283,7 @@ class Task:
         from acvi_tf.run.restore import restore_model
         from acvi_tf.training.best_checkpoint import parse_select_best, read_best, write_best
         from acvi_tf.training.checkpoints import listed_checkpoints
+        from acvi_tf.training.train_log import curve, read_history
         from acvi_tf.utils.files import load_json
         before = read_best(model_dir)
         saved = load_json(os.path.join(model_dir, "train_config.json"))
@@ -293,12 +293,8 @@ class Task:
                            f"(no best.json): nothing to select")
         name, sign = select
         last = int(saved["train_steps"])
-        periodic = {}  # step -> the selection metric (a resumed run: a step's last line wins)
-        with open(os.path.join(model_dir, "history.jsonl"), encoding="utf-8") as f:
-            for line in f:
-                record = json.loads(line)
-                if "eval" in record and record["step"] < last and name in record["eval"]:
-                    periodic[int(record["step"])] = float(record["eval"][name])
+        steps, values = curve(read_history(model_dir), "eval", name)
+        periodic = {int(s): float(v) for s, v in zip(steps, values) if s < last}
         kept = {step: prefix for step, prefix in listed_checkpoints(model_dir)}
         kept[int(before["step"])] = os.path.join(model_dir, before["checkpoint"])
         if last not in kept:

@@ -57,7 +57,7 @@ def load_run(archive_root, name):
         return None
     with open(path, encoding="utf-8") as f:
         run = json.load(f)
-    run["_history"] = read_history(path)
+    run["_history"] = read_history(os.path.dirname(path))
     run["_dir"] = os.path.join(archive_root, name)
     run["_path"] = path
     return run

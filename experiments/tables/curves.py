@@ -1,30 +1,13 @@
 """Dev-metric curves of a table's rows: one figure per table, a line per run (the seeds
-of a row share its colour), read from the ``history.jsonl`` beside each results.json."""
+of a row share its colour), read from the ``history.jsonl`` of each run directory."""
 
-import json
 import os
 
 import numpy as np
 
-
-def read_history(results_path):
-    """The records of ``history.jsonl`` beside ``results_path`` ([] if there is none)."""
-    path = os.path.join(os.path.dirname(results_path), "history.jsonl")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def curve(history, kind, key):
-    """(steps, values) of ``key`` in the ``kind`` ("train"/"eval") records; a step
-    repeated by a resumed run keeps its last value."""
-    points = {}
-    for rec in history:
-        if kind in rec and key in rec[kind]:
-            points[rec["step"]] = rec[kind][key]
-    steps = sorted(points)
-    return steps, [points[s] for s in steps]
+# (the reader of the Trainer's history.jsonl, beside its writer; re-exported for the
+# table scripts)
+from acvi_tf.training.train_log import curve, read_history  # noqa: F401
 
 
 def plot_rows(rows, panels, title, out_png):

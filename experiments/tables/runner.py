@@ -151,7 +151,7 @@ def rows_of(results):
     order = list(SYSTEM_NAMES)
     systems = sorted({r["system"] for r in results},
                      key=lambda s: (order.index(s) if s in order else len(order), s))
-    return [(SYSTEM_NAMES.get(s, s), [read_history(r["_path"]) for r in results
+    return [(SYSTEM_NAMES.get(s, s), [read_history(os.path.dirname(r["_path"])) for r in results
                                       if r["system"] == s and r.get("_path")])
             for s in systems]
 
