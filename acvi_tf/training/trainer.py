@@ -68,9 +68,11 @@ class Trainer:
       model_fn: builds the model (called under ``strategy.scope()``).
       config: a :class:`TrainConfig`.
       train_data: the data protocol in the module docstring.
-      eval_fn: optional ``eval_fn(model, step) -> dict`` with ``scalars`` (dict),
+      eval_fn: optional ``eval_fn(model, step, final) -> dict`` with ``scalars`` (dict),
         ``texts`` (dict name -> str) and ``images`` (dict name -> [1, H, W, C]);
-        run every ``eval_every`` steps and at the end.
+        run every ``eval_every`` steps and at the end (``final``: None, the evaluator's
+        choice by the step; False / True: the periodic / final protocol,
+        :class:`acvi_tf.tasks.base.Evaluator`).
       mode_schedule: a :class:`schedules.ModeSchedule` (default: ACVI's Gumbel tail).
       strategy: a ``tf.distribute`` strategy.
       warm_start: optional ``warm_start(model) -> dict`` called once, after the
@@ -381,13 +383,12 @@ class Trainer:
     def evaluate(self, step, final=None):
         """Runs ``eval_fn`` at ``step`` (the chief only), reports it and, with
         ``select_best``, keeps its checkpoint if it is the best; returns its scalars.
-        ``final`` (None: the evaluator decides by the step) is passed on when given:
-        False asks for the periodic protocol at the last step."""
+        ``final`` goes to ``eval_fn(model, step, final)`` (None: the evaluator decides by
+        the step; False: the periodic protocol at the last step)."""
         if self.eval_fn is None or not self.is_chief:
             return None
-        out = (self.eval_fn(self.model, step) if final is None
-               else self.eval_fn(self.model, step, final=final))
-        scalars = self.reports.evaluation(step, out or {})
+        scalars = self.reports.evaluation(step, self.eval_fn(self.model, step, final=final)
+                                          or {})
         if self.selection:
             self.selection.keep_if_best(step, scalars)
         return scalars

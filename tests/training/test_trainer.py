@@ -216,7 +216,7 @@ def test_tensorboard_scalars_and_eval_outputs(tmp_path):
     from acvi_tf.training.summaries import attention_image
     calls = []
 
-    def eval_fn(model, step):
+    def eval_fn(model, step, final=None):
         calls.append(step)
         return {"scalars": {"bleu": 1.5}, "texts": {"sample": "a b c"},
                 "images": {"attention": attention_image(np.eye(3))}}
