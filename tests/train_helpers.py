@@ -1,5 +1,6 @@
 """A few Adam steps on a Seq2Seq, shared by the few-step training tests."""
 
+import numpy as np
 import tensorflow as tf
 
 from acvi_tf.training.adam import Adam
@@ -14,7 +15,13 @@ def train_per_token(model, batch_at, steps, lr=0.02, seed=0):
     model.build_for_checkpoint({k: tf.constant(v) for k, v in batch_at(0).items()})
     opt.build(model.trainable_variables)
 
-    @tf.function(reduce_retracing=True, autograph=False)
+    # Every dimension unknown: one trace serves every batch shape (reduce_retracing
+    # alone traces the first shape, then again relaxed at the second).
+    first = batch_at(0)
+    signature = ({k: tf.TensorSpec([None] * np.ndim(v), tf.as_dtype(np.asarray(v).dtype))
+                  for k, v in first.items()}, tf.TensorSpec([], tf.int32))
+
+    @tf.function(input_signature=signature, autograph=False)
     def step(batch, s):
         with tf.GradientTape() as tape:
             terms = model.loss_terms(batch, training=True, seed=s)

@@ -34,6 +34,15 @@ def make_cell(cell, units, name):
     raise ValueError(f"decoder_cell={cell!r}: choose one of {', '.join(CELLS)}")
 
 
+def _zeroed(x, zero_context):
+    """``x``, or zeros where the context-use probe asks for them (see ``Decoder.step``)."""
+    if zero_context is None or zero_context is False:
+        return x
+    if zero_context is True:
+        return tf.zeros_like(x)
+    # x * 1 is x exactly, x * 0 is 0 for every finite x
+    return x * tf.cast(1.0 - zero_context, x.dtype)
+
 class AttentionDecoder(keras.layers.Layer):
     """An n-layer LSTM (or GRU) decoder with attention, input feeding and an output head.
 
@@ -124,7 +133,8 @@ class AttentionDecoder(keras.layers.Layer):
         variant's named ``aux`` losses ([B] each) and the head's extras.
         ``zero_context`` replaces c_t by zeros wherever the decoder reads it (the
         head and the next input): the context-use diagnostic
-        (:mod:`acvi_tf.training.diagnostics`).
+        (:mod:`acvi_tf.training.diagnostics`). It is a Python bool, or a scalar float
+        tensor (1: zeroed, 0: kept) so that one traced function serves both passes.
 
         It is :meth:`core_step` followed by the head; teacher forcing runs the head
         after the loop instead, on all steps at once (``Seq2Seq.teacher_forced``).
@@ -176,8 +186,7 @@ class AttentionDecoder(keras.layers.Layer):
                                             coverage=coverage if self.coverage_active else None))
         context, probs, aux, variant_state = self.variant.step(
             scores, memory_state, {"time": t, "variant": state["variant"]}, training=training)
-        if zero_context:
-            context = tf.zeros_like(context)
+        context = _zeroed(context, zero_context)
         aux = dict(aux)
         if self.use_coverage:
             # Eq. (9): the coverage loss sum_i min(a_t^i, k_t^i); zero while coverage is off.
@@ -198,9 +207,7 @@ class AttentionDecoder(keras.layers.Layer):
         feed = context
         feedback = aux.pop(FEEDBACK, None)
         if feedback is not None:
-            feed = feedback.get("input_feed", context)
-            if zero_context:
-                feed = tf.zeros_like(feed)
+            feed = _zeroed(feedback.get("input_feed", context), zero_context)
         new_state = {"time": t + 1, "rnn": new_rnn, "context": feed,
                      "coverage": coverage + probs, "variant": variant_state}
         if self.latent is not None:

@@ -37,17 +37,21 @@ class DevDiagnostics:
         self.keys = keys
         self._fns = {}
 
-    def _fn(self, model, zero_context, mode_key, batch):
-        key = (id(model), zero_context, mode_key, tuple(sorted(batch)))
+    def _fn(self, model, mode_key, batch):
+        key = (id(model), mode_key, tuple(sorted(batch)))
         if key not in self._fns:
             # Every dimension unknown: one trace serves every dev batch (with
-            # reduce_retracing alone the second batch shape retraces).
+            # reduce_retracing alone the second batch shape retraces). The context-use
+            # probe is an argument, not a constant: one trace serves both passes (a
+            # trace and its first run cost more than a tiny model's whole dev pass).
             signature = ({k: tf.TensorSpec([None] * v.shape.rank, v.dtype)
-                          for k, v in batch.items()},)
-            self._fns[key] = tf.function(
-                lambda b: model.loss_terms(b, training=False, zero_context=zero_context,
-                                           diagnostics=True),
-                input_signature=signature, autograph=False)
+                          for k, v in batch.items()}, tf.TensorSpec([], tf.float32))
+            probes = supports_zero_context(model)
+
+            def terms(b, zero_context):
+                return model.loss_terms(b, training=False, diagnostics=True,
+                                        **({"zero_context": zero_context} if probes else {}))
+            self._fns[key] = tf.function(terms, input_signature=signature, autograph=False)
         return self._fns[key]
 
     def __call__(self, model, batches, mode_key=None):
@@ -57,12 +61,13 @@ class DevDiagnostics:
         probe = supports_zero_context(model)
         for batch in batches:
             batch = {k: tf.convert_to_tensor(v) for k, v in batch.items() if k in self.keys}
-            terms = self._fn(model, False, mode_key, batch)(batch)
+            fn = self._fn(model, mode_key, batch)
+            terms = fn(batch, tf.constant(0.0))
             for name, value in terms.items():
                 if name != "objective":
                     sums[name] = sums.get(name, 0.0) + float(value)
             if probe:
-                zero_nll += float(self._fn(model, True, mode_key, batch)(batch)["nll"])
+                zero_nll += float(fn(batch, tf.constant(1.0))["nll"])
         return summarise(sums, zero_nll if probe else None)
 
 

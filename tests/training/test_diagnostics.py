@@ -59,10 +59,12 @@ def test_context_use_is_zero_for_a_decoder_that_ignores_the_context():
 def test_diagnostics_against_direct_computation():
     model = _model("acvi", log_sigma_sq_init=-2.0)
     out = DevDiagnostics()(model, _batches())
-    nll = tokens = entropy = norm = sigma = positions = 0.0
+    nll = zero_nll = tokens = entropy = norm = sigma = positions = 0.0
     for batch in _batches():
         terms = model.teacher_forced(batch, return_attention=True)
         nll += float(tf.reduce_sum(terms["nll"]))
+        # the probe as a Python bool (eager), against the traced pass's scalar tensor
+        zero_nll += float(tf.reduce_sum(model.teacher_forced(batch, zero_context=True)["nll"]))
         tmask = (batch["tgt_out"].numpy() != 0)
         tokens += tmask.sum()
         a = terms["attention"].numpy()
@@ -78,6 +80,8 @@ def test_diagnostics_against_direct_computation():
     assert out["attention_entropy"] == pytest.approx(entropy / tokens, rel=1e-5)
     assert out["memory_norm"] == pytest.approx(norm / positions, rel=1e-5)
     assert out["sigma_mean"] == pytest.approx(sigma / positions, rel=1e-5)
+    assert out["context_use"] == pytest.approx((zero_nll - nll) / tokens, rel=1e-4)
+    assert abs(out["context_use"]) > 1e-4
     assert {"kl_mc", "kl_bound", "kl", "context_use"} <= set(out)
 
 
