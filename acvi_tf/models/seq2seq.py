@@ -396,13 +396,15 @@ class Seq2Seq(keras.Model):
 
     # -- decoding ---------------------------------------------------------------
     def decode(self, batch, beam_width=1, max_length=50, min_length=0,
-               length_normalization="none", alpha=0.6, seed=0):
-        """Greedy (beam_width 1) or beam search with the same ``step``."""
+               length_normalization="none", alpha=0.6, seed=0, ban_unk=False):
+        """Greedy (beam_width 1) or beam search with the same ``step``; ``ban_unk``
+        never emits ``<unk>``."""
         from acvi_tf import decoding
         memory_state, state = self.start(batch, training=False, seed=seed)
         batch_size = tf.shape(memory_state["memory"])[0]
         start_ids = tf.fill([batch_size], tf.cast(self.config.bos_id, tf.int32))
-        banned = (self.config.pad_id, self.config.bos_id)
+        banned = (self.config.pad_id, self.config.bos_id) + ((self.config.unk_id,)
+                                                             if ban_unk else ())
         if beam_width == 1:
             def step_fn(ids, s):
                 return self.step(ids, s, memory_state, training=False)

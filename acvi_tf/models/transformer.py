@@ -396,14 +396,15 @@ class Transformer(keras.Model):
         return out
 
     def decode(self, batch, beam_width=1, max_length=50, min_length=0,
-               length_normalization="none", alpha=0.6, seed=0):
+               length_normalization="none", alpha=0.6, seed=0, ban_unk=False):
         """Greedy (beam_width 1) or beam search over ``step`` (see Seq2Seq.decode)."""
         from acvi_tf import decoding
         memory_state, state = self.start(batch, training=False, seed=seed,
                                          max_length=max_length)
         start_ids = tf.fill([tf.shape(memory_state["memory"])[0]],
                             tf.cast(self.config.bos_id, tf.int32))
-        banned = (self.config.pad_id, self.config.bos_id)  # see decoding.never_emit
+        banned = (self.config.pad_id, self.config.bos_id) + (  # see decoding.never_emit
+            (self.config.unk_id,) if ban_unk else ())
         if beam_width == 1:
             return decoding.greedy_search(
                 decoding.never_emit(

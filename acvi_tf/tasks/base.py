@@ -66,12 +66,19 @@ class DecodeConfig:
         "VRNMT. 0: off.", lower_bound=0)
     diversity_sources: int = setting(100, "How many test sources --diversity_samples "
                                      "decodes.", lower_bound=1)
+    ban_unk: bool = setting(False, "Never emit <unk> (greedy and beam, validation, final "
+                            "decode and export): a diagnostic of what a model with a softmax "
+                            "head learned beside its unknown-word class. The paper's and See "
+                            "et al.'s decodes keep <unk>; so do the tables.")
 
     def options(self, final=True):
         """Keyword arguments of ``model.decode`` (final decode, or validation)."""
-        return {"beam_width": self.beam_width if final else self.eval_beam_width,
-                "max_length": self.decode_max_length, "min_length": self.min_length,
-                "length_normalization": self.length_normalization, "alpha": self.alpha}
+        options = {"beam_width": self.beam_width if final else self.eval_beam_width,
+                   "max_length": self.decode_max_length, "min_length": self.min_length,
+                   "length_normalization": self.length_normalization, "alpha": self.alpha}
+        if self.ban_unk:  # only when set: results.json's "decode" of every other run is as before
+            options["ban_unk"] = True
+        return options
 
 
 @dataclasses.dataclass

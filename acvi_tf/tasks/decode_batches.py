@@ -42,16 +42,14 @@ def decode_in_batches(decode_fn, lengths, make_batch, batch_size, attention_for=
     return hyp_ids, attention_out
 
 
-def best_hypothesis_decoder(model, input_signature, beam_width=1, max_length=50, min_length=0,
-                            length_normalization="none", alpha=0.6, seeded=False):
+def best_hypothesis_decoder(model, input_signature, beam_width=1, seeded=False, **options):
     """A tf.function batch -> best hypothesis (``ids``, ``lengths``, ``score``,
     ``attention``: :func:`acvi_tf.decoding.best_hypothesis`). ``seeded``: the function
-    takes ``(batch, seed)``, the stateless seed of whatever the model samples."""
+    takes ``(batch, seed)``, the stateless seed of whatever the model samples.
+    ``options``: the rest of ``model.decode``'s search settings (DecodeConfig.options)."""
 
     def decode(batch, seed=0):
-        out = model.decode(batch, beam_width=beam_width, max_length=max_length,
-                           min_length=min_length, length_normalization=length_normalization,
-                           alpha=alpha, seed=seed)
+        out = model.decode(batch, beam_width=beam_width, seed=seed, **options)
         return decoding.best_hypothesis(out, beam_width)
 
     signature = [input_signature] + ([tf.TensorSpec([], tf.int32)] if seeded else [])
