@@ -152,12 +152,10 @@ class Translator:
 
     SIGNATURE = {"src": tf.TensorSpec([None, None], tf.int32)}
 
-    def __init__(self, model, data, beam_width=1, max_length=50, min_length=0,
-                 length_normalization="none", alpha=0.6, batch_size=64):
+    def __init__(self, model, data, batch_size=64, **opts):
+        """``opts``: ``model.decode``'s search settings (DecodeConfig.options)."""
         self.model, self.data = model, data
-        self.opts = {"beam_width": beam_width, "max_length": max_length,
-                     "min_length": min_length, "length_normalization": length_normalization,
-                     "alpha": alpha}
+        self.opts = opts
         self._decoder = BatchedDecoder(self.SIGNATURE, batch_size)
 
     def translate(self, src_ids, attention_for=()):

@@ -80,3 +80,20 @@ def test_the_tasks_batched_decoder_passes_it_on():
                                 lambda rows: {"src": tf.constant(src[rows])})
         tokens = [t for hyp in ids for t in hyp]
         assert (config.unk_id in tokens) is not ban, (ban, ids)
+
+
+def test_the_translator_takes_every_decode_option():
+    """--mode=decode and the evaluation build a Translator from DecodeConfig.options()."""
+    from acvi_tf.tasks.translation import Translator
+
+    class Data:
+        @staticmethod
+        def decode_batch(ids):
+            return [" ".join(map(str, row)) for row in ids]
+
+    model, batch, config = _model("soft")
+    src = [row[row != config.pad_id].tolist() for row in batch["src"].numpy()]
+    for ban in (False, True):
+        options = DecodeConfig(beam_width=2, decode_max_length=6, ban_unk=ban).options()
+        _, ids, _ = Translator(model, Data(), batch_size=2, **options).translate(src)
+        assert (config.unk_id in [t for hyp in ids for t in hyp]) is not ban, (ban, ids)
