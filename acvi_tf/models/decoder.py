@@ -43,6 +43,7 @@ def _zeroed(x, zero_context):
     # x * 1 is x exactly, x * 0 is 0 for every finite x
     return x * tf.cast(1.0 - zero_context, x.dtype)
 
+
 class AttentionDecoder(keras.layers.Layer):
     """An n-layer LSTM (or GRU) decoder with attention, input feeding and an output head.
 
