@@ -22,8 +22,9 @@ import os
 import shutil
 import sys
 
+from acvi_tf.training.train_log import curve, read_history
 from acvi_tf.utils.files import load_json, write_report
-from experiments.tables.curves import curve, plot_rows, read_history
+from experiments.tables.curves import plot_rows
 from experiments.tables.render import markdown_table
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

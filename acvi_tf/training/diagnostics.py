@@ -37,7 +37,7 @@ class DevDiagnostics:
         self.keys = keys
         self._fns = {}
 
-    def _fn(self, model, mode_key, batch):
+    def _fn(self, model, mode_key, batch, probe):
         key = (id(model), mode_key, tuple(sorted(batch)))
         if key not in self._fns:
             # Every dimension unknown: one trace serves every dev batch (with
@@ -46,11 +46,10 @@ class DevDiagnostics:
             # trace and its first run cost more than a tiny model's whole dev pass).
             signature = ({k: tf.TensorSpec([None] * v.shape.rank, v.dtype)
                           for k, v in batch.items()}, tf.TensorSpec([], tf.float32))
-            probes = supports_zero_context(model)
 
             def terms(b, zero_context):
                 return model.loss_terms(b, training=False, diagnostics=True,
-                                        **({"zero_context": zero_context} if probes else {}))
+                                        **({"zero_context": zero_context} if probe else {}))
             self._fns[key] = tf.function(terms, input_signature=signature, autograph=False)
         return self._fns[key]
 
@@ -61,7 +60,7 @@ class DevDiagnostics:
         probe = supports_zero_context(model)
         for batch in batches:
             batch = {k: tf.convert_to_tensor(v) for k, v in batch.items() if k in self.keys}
-            fn = self._fn(model, mode_key, batch)
+            fn = self._fn(model, mode_key, batch, probe)
             terms = fn(batch, tf.constant(0.0))
             for name, value in terms.items():
                 if name != "objective":

@@ -5,9 +5,7 @@ import os
 
 import numpy as np
 
-# (the reader of the Trainer's history.jsonl, beside its writer; re-exported for the
-# table scripts)
-from acvi_tf.training.train_log import curve, read_history  # noqa: F401
+from acvi_tf.training.train_log import curve
 
 
 def plot_rows(rows, panels, title, out_png):

@@ -32,7 +32,8 @@ from experiments.archive import archive
 from experiments.jobs import Job, run_jobs, shell
 from experiments.tables import preflight, shard as shard_lib
 from experiments.tables.registry import RENDER, SPECS, TABLES, TASK_OF
-from experiments.tables.curves import plot_rows, read_history
+from acvi_tf.training.train_log import read_history
+from experiments.tables.curves import plot_rows
 from experiments.tables.render import RESULT_KEYS, SYSTEM_NAMES, find_results
 from experiments.tables.spec import CONFIG_DIR, REPO_ROOT
 
