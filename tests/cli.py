@@ -15,7 +15,7 @@ text=True)`` returns it.
 The child runs TensorFlow as conftest does in the test processes (tests/tf_settings.py:
 Grappler off, no Python stack kept per graph op; Grappler alone: one smoke translate
 run, train + eval + decode, 14.7 -> 12.1 CPU-seconds); it also inherits
-conftest's oneDNN switch (off) from the fork server. A run that sets
+conftest's TEST_ENV (oneDNN off, one thread per pool) from the fork server. A run that sets
 ``ACVI_TEST_AS_RUN=1`` in its environment runs as a user runs it instead: a fresh
 interpreter (``subprocess.run``), Grappler and oneDNN on.
 
@@ -190,11 +190,11 @@ def _argv(python, module, args):
 
 
 def _run_fresh(module, args, env, cwd, input, timeout):
-    """The CLI in a new interpreter with TensorFlow's defaults: conftest's oneDNN switch
+    """The CLI in a new interpreter with TensorFlow's defaults: conftest's TEST_ENV
     is taken out of its environment (Grappler is on unless the child turns it off)."""
-    if env.get("ACVI_TEST_ONEDNN_OFF"):
-        env = {k: v for k, v in env.items()
-               if k not in ("TF_ENABLE_ONEDNN_OPTS", "ACVI_TEST_ONEDNN_OFF")}
+    if env.get("ACVI_TEST_ENV"):
+        gone = set(env["ACVI_TEST_ENV"].split(",")) | {"ACVI_TEST_ENV"}
+        env = {k: v for k, v in env.items() if k not in gone}
     # its CPU time reaches conftest's ACVI_TEST_CPU report as any subprocess's does
     r = subprocess.run(_argv(sys.executable, module, args), env=env, cwd=cwd, input=input,
                        capture_output=True, text=True, timeout=timeout)

@@ -5,15 +5,21 @@ import os
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-# oneDNN off in the test processes (read when TensorFlow is imported, after this file):
-# it builds a kernel primitive for every new op shape, which at the tests' sizes costs
-# more than the op (measured: tests/models/test_seq2seq.py 60.2 -> 53.4 CPU-s). It changes
-# no result beyond float round-off. The CLI runs inherit it through tests/cli.py's fork
-# server; one with ACVI_TEST_AS_RUN=1 runs with TensorFlow's defaults, as users do.
-if "TF_ENABLE_ONEDNN_OPTS" not in os.environ:
-    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
-    os.environ["ACVI_TEST_ONEDNN_OFF"] = "1"
-
+# TensorFlow as the test processes run it, set before TensorFlow is imported (after this
+# file); the CLI runs inherit it through tests/cli.py's fork server, and one with
+# ACVI_TEST_AS_RUN=1 runs with TensorFlow's defaults instead, as users do (ACVI_TEST_ENV
+# names what to take out). Neither changes a result beyond float round-off:
+# * oneDNN off: it builds a kernel primitive for every new op shape, which at the tests'
+#   sizes costs more than the op (measured: tests/models/test_seq2seq.py 60.2 -> 53.4
+#   CPU-s).
+# * one intra-op and one inter-op thread: the two pytest workers already fill the 2 cores,
+#   and the tiny ops gain nothing from a pool whose threads spin waiting for work (4 test
+#   files with -n 2, 2026-11-27: 195.7 -> 181.1 CPU-s, 131.7 -> 124.2 s).
+TEST_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0", "TF_NUM_INTRAOP_THREADS": "1",
+            "TF_NUM_INTEROP_THREADS": "1"}
+_set = [k for k in TEST_ENV if k not in os.environ]
+if _set:
+    os.environ.update({k: TEST_ENV[k] for k in _set}, ACVI_TEST_ENV=",".join(_set))
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     import atexit
