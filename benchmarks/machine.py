@@ -7,19 +7,13 @@ import platform
 import statistics
 from time import perf_counter as _now
 
+from acvi_tf.utils.provenance import cpu_description
 from benchmarks.load import load_average
 
 
 def machine_info():
     import keras
     import tensorflow as tf
-    cpu_model = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu_model = next((line.split(":", 1)[1].strip() for line in f
-                              if line.startswith("model name")), None)
-    except OSError:
-        pass
     mem_gb = None
     try:
         with open("/proc/meminfo") as f:
@@ -31,7 +25,7 @@ def machine_info():
     return {
         "cpu_count": os.cpu_count(),
         "cpus_usable": affinity,
-        "cpu_model": cpu_model,
+        "cpu_model": cpu_description(),
         "memory_gb": mem_gb,
         "gpus": len(tf.config.list_physical_devices("GPU")),
         "tensorflow": tf.__version__,

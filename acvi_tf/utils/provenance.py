@@ -52,13 +52,43 @@ def snapshot(repo_dir=None):
     """The state of the code and the machine now: ``commit`` (git HEAD of ``repo_dir``,
     by default the repository of the imported ``acvi_tf``; None outside git), ``clean``
     (no uncommitted change to a tracked file; None when unknown), ``time`` (UTC,
-    ISO-8601 to the second), ``load`` (the 1/5/15-minute load averages), ``cpus``
-    and ``host``."""
+    ISO-8601 to the second), ``load`` (the 1/5/15-minute load averages), ``cpus``,
+    ``host`` and ``cpu`` (:func:`cpu_description`)."""
     version = code_version(repo_dir or REPO_ROOT)
     return {"commit": version["commit"] if version else None,
             "clean": (not version["dirty"]) if version else None,
             "time": utc_now(), "load": load_average(), "cpus": os.cpu_count(),
-            "host": _hostname()}
+            "host": _hostname(), "cpu": cpu_description()}
+
+
+# The vector extensions that decide a CPU's float32 / bfloat16 kernels: runs on machines
+# that differ in them differ in speed (the test suite took 1.76x the CPU on an AVX2-only
+# machine, 2026-11-27) and in float round-off, so a run's results say which it had.
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni",
+             "amx_tile", "amx_bf16")
+
+
+def cpu_description(cpuinfo="/proc/cpuinfo"):
+    """``"<model name> [<flags of ISA_FLAGS it has>]"``, e.g. ``"AMD EPYC [avx2 fma]"``,
+    from the first processor of ``cpuinfo``; None where that file cannot be read."""
+    model, flags = None, None
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and model is None:
+                    model = value.strip()
+                elif key == "flags" and flags is None:
+                    flags = set(value.split())
+                if model is not None and flags is not None:
+                    break
+    except OSError:
+        return None
+    if model is None and flags is None:
+        return None
+    isa = " ".join(f for f in ISA_FLAGS if f in (flags or ()))
+    return f"{model or 'unknown CPU'} [{isa}]"
 
 
 def utc_now():
@@ -110,20 +140,29 @@ def summary(segments, end):
     every distinct commit the starts ran, in order, so that a run resumed across a
     code change shows it; ``clean`` is False when any start had uncommitted changes
     to tracked files, True when all were clean, None when unknown. ``start`` and
-    ``load.start`` are the first start's, ``end`` and ``load.end`` the finish's.
+    ``load.start`` are the first start's, ``end`` and ``load.end`` the finish's;
+    ``cpu_models`` every distinct :func:`cpu_description` of the starts and the finish, in
+    order (a run resumed on another machine shows both).
     Without segments (a run directory older than ``provenance.json``) the end
     snapshot stands alone: its commit, no start, ``segments`` 0."""
     starts = [s["start"] for s in segments if isinstance(s.get("start"), dict)]
     known = starts or [end]
-    commits = []
-    for snap in known:
-        if snap.get("commit") and snap["commit"] not in commits:
-            commits.append(snap["commit"])
+    commits = _distinct(snap.get("commit") for snap in known)
     cleans = [snap.get("clean") for snap in known]
     clean = False if False in cleans else (None if None in cleans else True)
     first = starts[0] if starts else {}
     return {"commit": known[-1].get("commit"), "clean": clean, "commits": commits,
             "start": first.get("time"), "end": end.get("time"),
             "load": {"start": first.get("load"), "end": end.get("load")},
+            "cpu_models": _distinct(snap.get("cpu") for snap in known + [end]),
             "segments": len(segments)}
+
+
+def _distinct(values):
+    """The set values (not None / empty), each once, in order of first appearance."""
+    out = []
+    for value in values:
+        if value and value not in out:
+            out.append(value)
+    return out
 

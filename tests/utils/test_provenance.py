@@ -61,6 +61,7 @@ def test_snapshot_names_head_and_turns_unclean_when_a_tracked_file_changes(repo)
     assert 0 <= _seconds_ago(snap["time"]) < 60
     assert snap["load"] == pytest.approx(list(os.getloadavg()), abs=0.5)
     assert snap["cpus"] == os.cpu_count() and snap["host"] == socket.gethostname()
+    assert snap["cpu"] == provenance.cpu_description()
     (repo / "untracked.txt").write_text("scratch\n")  # untracked files do not count
     assert provenance.snapshot(str(repo))["clean"] is True
     (repo / "tracked.txt").write_text("changed\n")
@@ -99,6 +100,40 @@ def test_snapshot_outside_git_or_without_git_records_none(tmp_path, monkeypatch)
     monkeypatch.setenv("PATH", str(tmp_path / "no_binaries_here"))  # no git at all
     snap = provenance.snapshot()
     assert snap["commit"] is None and snap["clean"] is None and len(snap["load"]) == 3
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8488C
+flags\t\t: fpu sse2 avx avx2 fma avx512f avx512_bf16 amx_tile amx_bf16 avx512_vnni
+processor\t: 1
+model name\t: Some Other CPU
+flags\t\t: fpu
+"""
+
+
+def test_cpu_description_names_the_model_and_its_vector_extensions(tmp_path):
+    path = tmp_path / "cpuinfo"
+    path.write_text(CPUINFO)
+    assert provenance.cpu_description(str(path)) == (
+        "Intel(R) Xeon(R) Platinum 8488C [avx2 fma avx512f avx512_vnni avx512_bf16 amx_tile "
+        "amx_bf16]")
+    path.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t: fpu avx2 fma avx\n")
+    assert provenance.cpu_description(str(path)) == "AMD EPYC [avx2 fma]"
+    path.write_text("processor\t: 0\n")  # no model, no flags (another architecture)
+    assert provenance.cpu_description(str(path)) is None
+    assert provenance.cpu_description(str(tmp_path / "missing")) is None
+
+
+def test_a_run_resumed_on_another_machine_records_both_cpus(tmp_path, monkeypatch):
+    cpus = iter(["AMD EPYC [avx2 fma]", "Intel Xeon [avx2 fma avx512f]"])
+    monkeypatch.setattr(provenance, "cpu_description", lambda: next(cpus))
+    first, second = provenance.snapshot(str(tmp_path)), provenance.snapshot(str(tmp_path))
+    segments = [provenance.new_segment("a", "train", first),
+                provenance.new_segment("b", "train", second)]
+    assert provenance.summary(segments, second)["cpu_models"] == [
+        "AMD EPYC [avx2 fma]", "Intel Xeon [avx2 fma avx512f]"]
+    assert provenance.summary(segments[:1], first)["cpu_models"] == ["AMD EPYC [avx2 fma]"]
 
 
 @needs_git
