@@ -26,7 +26,7 @@ model's head, computed in the tf.data graph:
 
 import tensorflow as tf
 
-from acvi_tf.data.batching import Batches
+from acvi_tf.data.batching import Batches, rows
 
 
 def padded_length(length, multiple, cap):
@@ -85,16 +85,14 @@ class ArticleBatches(Batches):
     def _gather(self, idx, limits):
         enc, dec = limits[0], limits[1]
         size, unk, pad = self.vocab_size, self.unk_id, self.pad_id
-        articles, abstracts = tf.gather(self._src, idx), tf.gather(self._tgt, idx)
         # The article cut to enc ids: rows no longer than the longest cut row.
-        src_len = tf.minimum(articles.row_lengths(), enc)
+        ext, src_len = rows(self._src, idx, enc, pad)
         width = tf.reduce_max(src_len)
-        ext = articles.to_tensor(pad)[:, :width]
         num_oovs = tf.maximum(tf.reduce_max(ext, axis=1) - size + 1, 0)  # [B]
         # [START] + abstract and abstract + [STOP], both cut to dec: tgt_len of each.
-        tgt_len = tf.minimum(abstracts.row_lengths() + 1, dec)
+        words, abstract_len = rows(self._tgt, idx, pad=pad)
+        tgt_len = tf.minimum(abstract_len + 1, dec)
         height = tf.reduce_max(tgt_len)
-        words = abstracts.to_tensor(pad)
         n = tf.shape(words)[0]
         column = tf.range(tf.shape(words)[1] + 1, dtype=tf.int64)[None, :]
         known = tf.where(words >= size, unk, words)
@@ -102,7 +100,7 @@ class ArticleBatches(Batches):
             else known
         tgt_in = tf.concat([tf.fill([n, 1], tf.constant(self.bos_id, tf.int32)), known], 1)
         tgt_out = tf.concat([copied, tf.fill([n, 1], tf.constant(pad, tf.int32))], 1)
-        tgt_out = tf.where(column == abstracts.row_lengths()[:, None], self.eos_id, tgt_out)
+        tgt_out = tf.where(column == abstract_len[:, None], self.eos_id, tgt_out)
         inside = column < tgt_len[:, None]
         tgt_in, tgt_out = (tf.where(inside, x, pad)[:, :height] for x in (tgt_in, tgt_out))
 

@@ -118,10 +118,7 @@ class Batches:
         src_vals, src_lens = self._select(src_vals, src_lens, keep, max_src_len)
         tgt_vals, tgt_lens = self._select(tgt_vals, tgt_lens, keep, max_tgt_len)
         self.src_lens, self.tgt_lens = src_lens, tgt_lens
-        self._src = tf.RaggedTensor.from_row_lengths(tf.constant(src_vals, tf.int32),
-                                                     tf.constant(src_lens, tf.int64))
-        self._tgt = tf.RaggedTensor.from_row_lengths(tf.constant(tgt_vals, tf.int32),
-                                                     tf.constant(tgt_lens, tf.int64))
+        self._src, self._tgt = row_store(src_vals, src_lens), row_store(tgt_vals, tgt_lens)
         self._example_ids_t = tf.constant(self.example_ids, tf.int64)
         limit = max_src_len if max_src_len is not None else max_tgt_len
         self.bucket_width = -(-limit // self.num_buckets) if limit else 10
@@ -207,19 +204,20 @@ class Batches:
     def _gather(self, idx, limits):
         """The batch of the (kept) examples ``idx``, cut to ``limits`` (int64 [2],
         :meth:`step_limits`)."""
-        src = tf.gather(self._src, idx)
-        tgt = tf.gather(self._tgt, idx)
-        if self.limits is not None:
-            src, tgt = cut_rows(src, limits[0]), cut_rows(tgt, limits[1])
+        cut = (limits[0], limits[1]) if self.limits is not None else (None, None)
+        src, src_len = rows(self._src, idx, cut[0])
+        tgt, tgt_len = rows(self._tgt, idx, cut[1])
         n = tf.shape(idx)[0]
-        bos = tf.RaggedTensor.from_tensor(tf.fill([n, 1], tf.constant(self.bos_id, tf.int32)))
-        eos = tf.RaggedTensor.from_tensor(tf.fill([n, 1], tf.constant(self.eos_id, tf.int32)))
+        # <s> + tokens, and tokens + </s> (the </s> at each row's own length)
+        tgt_in = tf.concat([tf.fill([n, 1], tf.constant(self.bos_id, tf.int32)), tgt], 1)
+        tgt_out = tf.concat([tgt, tf.fill([n, 1], tf.constant(PAD_ID, tf.int32))], 1)
+        column = tf.range(tf.shape(tgt_out)[1], dtype=tgt_len.dtype)
         batch = {
-            "src": src.to_tensor(PAD_ID),
-            "src_len": tf.cast(src.row_lengths(), tf.int32),
-            "tgt_in": tf.concat([bos, tgt], axis=1).to_tensor(PAD_ID),
-            "tgt_out": tf.concat([tgt, eos], axis=1).to_tensor(PAD_ID),
-            "tgt_len": tf.cast(tgt.row_lengths(), tf.int32) + 1,
+            "src": src,
+            "src_len": tf.cast(src_len, tf.int32),
+            "tgt_in": tgt_in,
+            "tgt_out": tf.where(column[None, :] == tgt_len[:, None], self.eos_id, tgt_out),
+            "tgt_len": tf.cast(tgt_len, tf.int32) + 1,
         }
         if self.with_index:
             batch["index"] = tf.gather(self._example_ids_t, idx)
@@ -272,8 +270,12 @@ class Batches:
 
         epochs = (tf.data.Dataset.counter(int(epoch)) if num_epochs is None
                   else tf.data.Dataset.range(int(epoch), int(epoch) + int(num_epochs)))
-        ds = epochs.flat_map(epoch_batches)
-        ds = ds.map(self._gather, num_parallel_calls=self.num_parallel_calls, deterministic=True)
+        # Neither function has tensor-dependent Python control flow: AutoGraph's source
+        # conversion, which tf.data applies by default, only costs time (about a second
+        # of CPU per pipeline, more than the gathering's own tracing).
+        ds = epochs.flat_map(tf.autograph.experimental.do_not_convert(epoch_batches))
+        ds = ds.map(tf.autograph.experimental.do_not_convert(self._gather),
+                    num_parallel_calls=self.num_parallel_calls, deterministic=True)
         if self.prefetch:
             ds = ds.prefetch(tf.data.AUTOTUNE)
         return ds
@@ -286,11 +288,29 @@ class Batches:
         return int(state["epoch"]), int(state["batch"])
 
 
-def cut_rows(rows, limit):
-    """The rows of a ragged [B, None] tensor cut to ``limit`` (a scalar tensor) values."""
-    lengths = tf.minimum(rows.row_lengths(), tf.cast(limit, tf.int64))
-    dense = rows.to_tensor()[:, :tf.reduce_max(tf.concat([lengths, [0]], 0))]
-    return tf.RaggedTensor.from_tensor(dense, lengths=lengths)
+def row_store(values, lengths):
+    """Sequences of ids kept as one flat int32 tensor of their ``values`` with each row's
+    start and length (int64): what :func:`rows` gathers from."""
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(lengths) else lengths
+    return (tf.constant(values, tf.int32), tf.constant(starts, tf.int64),
+            tf.constant(lengths, tf.int64))
+
+
+def rows(store, idx, limit=None, pad=PAD_ID):
+    """Rows ``idx`` of a :func:`row_store`, each cut to ``limit`` ids (a scalar tensor;
+    None: no cut), as a dense int32 [B, W] padded with ``pad`` (W: the longest cut row)
+    and their cut lengths (int64 [B]). What ``tf.gather`` on a RaggedTensor and
+    ``to_tensor(pad)`` give, in a dozen dense ops: tracing the ragged ops cost more than
+    the rest of building the input pipeline."""
+    values, starts, lengths = store
+    length = tf.gather(lengths, idx)
+    if limit is not None:
+        length = tf.minimum(length, tf.cast(limit, tf.int64))
+    width = tf.reduce_max(tf.concat([length, [0]], 0))
+    column = tf.range(width)
+    inside = column[None, :] < length[:, None]
+    position = tf.where(inside, tf.gather(starts, idx)[:, None] + column[None, :], 0)
+    return tf.where(inside, tf.gather(values, position), tf.constant(pad, tf.int32)), length
 
 
 def make_dataset(src_ids, tgt_ids, batch_size, seed=0, epoch=0, start_batch=0, num_epochs=1,
@@ -380,13 +400,11 @@ def make_eval_dataset(src_ids, batch_size, max_src_len=None):
     if max_src_len is not None:
         values, lengths = Batches._select(values, lengths, np.ones(len(lengths), bool),
                                           max_src_len)
-    src = tf.RaggedTensor.from_row_lengths(tf.constant(values, tf.int32),
-                                           tf.constant(lengths, tf.int64))
+    store = row_store(values, lengths)
     ds = tf.data.Dataset.range(len(lengths)).batch(batch_size)
 
     def gather(idx):
-        rows = tf.gather(src, idx)
-        return {"src": rows.to_tensor(PAD_ID), "src_len": tf.cast(rows.row_lengths(), tf.int32),
-                "index": idx}
+        src, src_len = rows(store, idx)
+        return {"src": src, "src_len": tf.cast(src_len, tf.int32), "index": idx}
 
-    return ds.map(gather).prefetch(tf.data.AUTOTUNE)
+    return ds.map(tf.autograph.experimental.do_not_convert(gather)).prefetch(tf.data.AUTOTUNE)

@@ -189,7 +189,9 @@ class SentencePieceCodec:
     def _encode(self, texts, batch_size):
         ds = (tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
               .batch(batch_size)
-              .map(self.tokenize, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+              # (no AutoGraph conversion: straight-line code, converting only costs time)
+              .map(tf.autograph.experimental.do_not_convert(self.tokenize),
+                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
               .prefetch(tf.data.AUTOTUNE))
         out = []
         for ragged in ds:
