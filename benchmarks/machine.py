@@ -7,7 +7,7 @@ import platform
 import statistics
 from time import perf_counter as _now
 
-from acvi_tf.utils.provenance import cpu_description
+from acvi_tf.utils.provenance import cpu_description, tf_settings
 from benchmarks.load import load_average
 
 
@@ -34,6 +34,7 @@ def machine_info():
         "platform": platform.platform(),
         "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
         "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+        "onednn": tf_settings()["onednn"],
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "load_average_at_start": load_average(),
     }

@@ -53,12 +53,32 @@ def snapshot(repo_dir=None):
     by default the repository of the imported ``acvi_tf``; None outside git), ``clean``
     (no uncommitted change to a tracked file; None when unknown), ``time`` (UTC,
     ISO-8601 to the second), ``load`` (the 1/5/15-minute load averages), ``cpus``,
-    ``host`` and ``cpu`` (:func:`cpu_description`)."""
+    ``host``, ``cpu`` (:func:`cpu_description`) and ``tensorflow`` (:func:`tf_settings`)."""
     version = code_version(repo_dir or REPO_ROOT)
     return {"commit": version["commit"] if version else None,
             "clean": (not version["dirty"]) if version else None,
             "time": utc_now(), "load": load_average(), "cpus": os.cpu_count(),
-            "host": _hostname(), "cpu": cpu_description()}
+            "host": _hostname(), "cpu": cpu_description(), "tensorflow": tf_settings()}
+
+
+# The environment variables that decide TensorFlow's CPU kernels and thread pools: fixed
+# when TensorFlow is imported, they change a run's speed and its float round-off.
+TF_ENV = ("TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+          "OMP_NUM_THREADS")
+
+
+def tf_settings():
+    """``{"onednn": bool, "env": {name: value}}``: whether TensorFlow runs oneDNN's
+    kernels (asked of the imported TensorFlow; None before it is imported, or where it
+    cannot tell) and the :data:`TF_ENV` variables that are set."""
+    onednn = None
+    if "tensorflow" in sys.modules:
+        try:
+            from tensorflow.python.util import _pywrap_util_port
+            onednn = bool(_pywrap_util_port.IsMklEnabled())
+        except (ImportError, AttributeError):  # a TensorFlow that moved it
+            onednn = None
+    return {"onednn": onednn, "env": {k: os.environ[k] for k in TF_ENV if k in os.environ}}
 
 
 # The vector extensions that decide a CPU's float32 / bfloat16 kernels: runs on machines
@@ -142,7 +162,8 @@ def summary(segments, end):
     to tracked files, True when all were clean, None when unknown. ``start`` and
     ``load.start`` are the first start's, ``end`` and ``load.end`` the finish's;
     ``cpu_models`` every distinct :func:`cpu_description` of the starts and the finish, in
-    order (a run resumed on another machine shows both).
+    order (a run resumed on another machine shows both), and ``onednn`` every distinct
+    oneDNN setting of the starts (:func:`tf_settings`; [] where none recorded it).
     Without segments (a run directory older than ``provenance.json``) the end
     snapshot stands alone: its commit, no start, ``segments`` 0."""
     starts = [s["start"] for s in segments if isinstance(s.get("start"), dict)]
@@ -155,14 +176,17 @@ def summary(segments, end):
             "start": first.get("time"), "end": end.get("time"),
             "load": {"start": first.get("load"), "end": end.get("load")},
             "cpu_models": _distinct(snap.get("cpu") for snap in known + [end]),
+            "onednn": _distinct(((snap.get("tensorflow") or {}).get("onednn") for snap in known),
+                                keep=(False,)),
             "segments": len(segments)}
 
 
-def _distinct(values):
-    """The set values (not None / empty), each once, in order of first appearance."""
+def _distinct(values, keep=()):
+    """The set values (not None / empty, except those in ``keep``), each once, in order
+    of first appearance."""
     out = []
     for value in values:
-        if value and value not in out:
+        if (value or any(value is k for k in keep)) and value not in out:
             out.append(value)
     return out
 

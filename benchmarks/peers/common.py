@@ -24,6 +24,17 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3
 ONMT_BOS, ONMT_EOS = 1, 2
 
 
+def onednn_enabled():
+    """Whether this worker's (imported) TensorFlow runs oneDNN's CPU kernels: each side
+    takes its own default (ours turns them on, ``acvi_tf/__init__.py``; TensorFlow's own
+    default is on only for AVX-512 VNNI / bf16 / AMX CPUs), so a result says which ran."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return None
+
+
 @dataclasses.dataclass(frozen=True)
 class PeerSize:
     """One benchmark size: the model (both sides), the training batch, beam search, counts."""

@@ -120,7 +120,7 @@ def setup(path, encoder, vocab_dir):
         beam_fn(beam_features)["length"].numpy()
 
     info = {"side": "opennmt-tf", "opennmt_tf": opennmt.__version__,
-            "tensorflow": tf.__version__, "encoder": encoder,
+            "tensorflow": tf.__version__, "encoder": encoder, "onednn": common.onednn_enabled(),
             "parameters": int(sum(v.shape.num_elements() for v in model.trainable_weights))}
     return common.warm_up(info, train, beam, size.warmup)
 

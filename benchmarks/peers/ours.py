@@ -57,7 +57,7 @@ def setup(path, precision="float32", xla="off"):
         beam_fn(beam_src)["lengths"].numpy()
 
     info = {"side": "ours", "tensorflow": tf.__version__, "keras": keras.__version__,
-            "precision": precision, "xla": xla == "on",
+            "precision": precision, "xla": xla == "on", "onednn": common.onednn_enabled(),
             "parameters": int(sum(v.shape.num_elements() for v in model.trainable_variables))}
     return common.warm_up(info, train, beam, size.warmup)
 

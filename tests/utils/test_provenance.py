@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 
 import pytest
 
@@ -134,6 +135,36 @@ def test_a_run_resumed_on_another_machine_records_both_cpus(tmp_path, monkeypatc
     assert provenance.summary(segments, second)["cpu_models"] == [
         "AMD EPYC [avx2 fma]", "Intel Xeon [avx2 fma avx512f]"]
     assert provenance.summary(segments[:1], first)["cpu_models"] == ["AMD EPYC [avx2 fma]"]
+
+
+def test_snapshots_record_onednn_as_tensorflow_reports_it_and_a_resume_that_changed_it():
+    import tensorflow as tf  # noqa: F401  (imported: tf_settings asks TensorFlow itself)
+    from tensorflow.python.util import _pywrap_util_port
+    settings = provenance.tf_settings()
+    assert settings["onednn"] is bool(_pywrap_util_port.IsMklEnabled())
+    assert settings["env"] == {k: os.environ[k] for k in provenance.TF_ENV if k in os.environ}
+    off, on = ({"tensorflow": {"onednn": v}} for v in (False, True))
+    segments = [provenance.new_segment("a", "train", off), provenance.new_segment("b", "train", on)]
+    assert provenance.summary(segments, on)["onednn"] == [False, True]
+    assert provenance.summary(segments[:1], off)["onednn"] == [False]
+    old = {"commit": None}  # a snapshot from before tf_settings existed
+    assert provenance.summary([provenance.new_segment("a", "train", old)], old)["onednn"] == []
+
+
+def test_importing_the_package_first_turns_onednn_on_unless_the_user_chose():
+    """What a user's run gets: ``import acvi_tf`` before TensorFlow sets oneDNN on where
+    TensorFlow's own default is off (CPUs without AVX-512 VNNI / bf16 / AMX); an explicit
+    TF_ENABLE_ONEDNN_OPTS=0 stays. TensorFlow itself is asked, in a fresh process."""
+    code = ("import acvi_tf, os, tensorflow\n"
+            "from acvi_tf.utils import provenance\n"
+            "s = provenance.tf_settings()\n"
+            "print(s['onednn'], s['env'].get('TF_ENABLE_ONEDNN_OPTS'))")
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["True", "1"]
+    # here the test process's own choice (conftest's "0" unless the user set one) stayed
+    assert provenance.tf_settings()["onednn"] is (os.environ["TF_ENABLE_ONEDNN_OPTS"] == "1")
 
 
 @needs_git
