@@ -48,7 +48,7 @@ import sys
 import time
 
 from acvi_tf.utils.precision import PRECISIONS
-from acvi_tf.utils.provenance import code_version
+from acvi_tf.utils.provenance import code_version, cpu_description
 from benchmarks import REPO_ROOT
 from benchmarks.load import OtherLoad, load_average
 from benchmarks.load import is_idle as load_is_idle
@@ -62,7 +62,10 @@ SIZE_OVERRIDES = ("steps", "warmup", "beam_reps", "src_len", "tgt_len", "src_voc
 
 
 def worker_env():
-    """The environment of a process of either side: the repository importable first."""
+    """The environment of a process of either side: the repository importable first, and
+    this process's TF_ENABLE_ONEDNN_OPTS (``import acvi_tf`` sets it on unless the user
+    chose), so both sides run the same CPU kernels; each side's result records whether
+    its TensorFlow ran oneDNN's (``onednn``)."""
     return dict(os.environ, PYTHONPATH=os.pathsep.join(
         filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])))
 
@@ -185,6 +188,10 @@ def final_line(result):
     return "\n".join(lines)
 
 
+def _on_off(value):
+    return "-" if value is None else ("on" if value else "off")
+
+
 def _fmt(value, spec):
     return "-" if value is None else format(value, spec)
 
@@ -195,7 +202,9 @@ def markdown(result):
     ours, peer = sides["ours"], sides["opennmt-tf"]
     lines = [
         f"# Peer benchmark: ours vs OpenNMT-tf ({result['profile']})", "",
-        f"{result['date']}; {result['machine']['cpu_count']} CPUs; load average "
+        f"{result['date']}; {result['machine']['cpu_count']} CPUs"
+        f"{' (' + result['machine']['cpu_model'] + ')' if result['machine'].get('cpu_model') else ''}"
+        f"; load average "
         f"(1/5/15 min) {load.get('start')} at the start, {load.get('before_timing')} before "
         f"timing, {load.get('after_timing')} after; other processes used "
         f"{load.get('others_cores_during_timing')} cores while the steps were timed.", ""]
@@ -213,7 +222,9 @@ def markdown(result):
         f"| framework | TF {ours.get('tensorflow', '?')} | OpenNMT-tf "
         f"{peer.get('opennmt_tf', '?')}, TF {peer.get('tensorflow', '?')} | |",
         f"| parameters | {_fmt(ours.get('parameters'), ',')} | "
-        f"{_fmt(peer.get('parameters'), ',')} | |"]
+        f"{_fmt(peer.get('parameters'), ',')} | |",
+        f"| oneDNN CPU kernels | {_on_off(ours.get('onednn'))} | "
+        f"{_on_off(peer.get('onednn'))} | |"]
     rows = [("train ms/step (median)", "ms_per_step_median", ".1f"),
             ("train ms/step (min)", "ms_per_step_min", ".1f"),
             ("target tokens/s", "tokens_per_s", ".0f"),
@@ -239,7 +250,8 @@ def build_result(profile, argv, size, load, sides, wall_seconds, code=None,
         "profile": profile,
         "argv": list(sys.argv[1:] if argv is None else argv),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpu_count": cpus, "python": platform.python_version(),
+        "machine": {"cpu_count": cpus, "cpu_model": cpu_description(),
+                    "python": platform.python_version(),
                     "platform": platform.platform()},
         "code": code or code_version(),  # the commit measured (taken at the start)
         "load_average": load,

@@ -83,6 +83,7 @@ def test_json_and_markdown_writer(tmp_path):
     assert md_path.endswith("bench_peers.md")
     assert "| | ours | OpenNMT-tf | ours/OpenNMT-tf |" in md
     assert "| target tokens/s | 2 | 1 | 2.00 |" in md
+    assert "| oneDNN CPU kernels | - | - | |" in md  # not reported by these sides
     assert "not idle" not in md
     busy = run.markdown(_result(idle=False))
     assert "not idle" in busy and "[3.0, 3.0, 3.0]" in busy
@@ -166,4 +167,12 @@ def test_quick_mode_end_to_end(tmp_path):
         assert rec["steps_timed"] == QUICK.steps and rec["beam_calls_timed"] == QUICK.beam_reps
         assert rec["parameters"] > 0
     assert result["sides"]["opennmt-tf"]["opennmt_tf"] == "2.32.0"
+    # the same CPU kernels on both sides (this process's TF_ENABLE_ONEDNN_OPTS, which
+    # conftest sets to 0 unless the user chose), as each side's TensorFlow reports them
+    onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "1"
+    assert result["sides"]["ours"]["onednn"] is onednn
+    assert result["sides"]["opennmt-tf"]["onednn"] is onednn
+    state = "on" if onednn else "off"
+    assert f"| oneDNN CPU kernels | {state} | {state} | |" in (
+        tmp_path / "bench_peers_quick.md").read_text()
     assert all(result["load_average"][k] for k in ("start", "before_timing", "after_timing"))
