@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from acvi_tf.decoding.greedy import (ATTENTION, NEG_INF, check_lengths, get_attention,
                                      relaxed_shapes, set_batch_size, write_time)
+from acvi_tf.decoding.top_k import row_top_k
 
 NORMALIZATIONS = ("none", "average", "gnmt")
 
@@ -188,7 +189,8 @@ class _Search:
         than 2K candidates in the overall best 2K, and top_k breaks ties by position in
         both stages as a single top_k over the masked [B, K * V] does (parent, then
         token), so the result is the same; the masks and the additions shrink from
-        K * V entries to K * (2K + m).
+        K * V entries to K * (2K + m). Each row's best 2K + m come from
+        :func:`acvi_tf.decoding.top_k.row_top_k`, ``tf.math.top_k``'s result in less time.
         """
         k = self.beam_width
         batch = tf.shape(alive_log_probs)[0]
@@ -201,7 +203,7 @@ class _Search:
             totals = alive_log_probs[:, :, None] + tf.reshape(log_probs, [batch, k, -1])
             scores, flat = tf.math.top_k(tf.reshape(totals, [batch, -1]), k=n)
             return scores, flat // vocab, flat % vocab
-        row_scores, row_tokens = tf.math.top_k(log_probs, k=n + m)        # [B*K, 2K+m]
+        row_scores, row_tokens = row_top_k(log_probs, n + m)              # [B*K, 2K+m]
         row_scores = self.mask(row_tokens, row_scores, step)
         totals = alive_log_probs[:, :, None] + tf.reshape(row_scores, [batch, k, n + m])
         scores, flat = tf.math.top_k(tf.reshape(totals, [batch, k * (n + m)]), k=n)

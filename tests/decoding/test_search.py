@@ -483,18 +483,22 @@ def test_bad_arguments_are_rejected():
 @pytest.mark.parametrize("banned,min_length,step", [((), 0, 0), ((2, 5), 0, 1),
                                                      ((), 3, 1), ((0, 2), 3, 2),
                                                      ((0, 2), 3, 3)])
-@pytest.mark.parametrize("beam_width,vocab", [(1, 7), (3, 50), (4, 9)])
+@pytest.mark.parametrize("beam_width,vocab", [(1, 7), (3, 50), (4, 9), (3, 1000)])
 def test_two_stage_top_k_equals_one_top_k_over_all_extensions_ties_included(
         beam_width, vocab, banned, min_length, step):
     """The search's candidates (each row's best 2K + m, the m forbidden tokens -- banned,
     or the end token before min_length -- set to -inf among them, then the best 2K of
     those) are the ones of a single top_k over the masked [B, K * V], ties broken the
     same way (lower parent, then lower token): scores on a coarse grid make ties common;
-    -inf entries included."""
+    -inf entries included. At vocabulary 1,000 each row's best come from the chunked
+    row_top_k (acvi_tf/decoding/top_k.py)."""
     from acvi_tf.decoding.beam import _Search
+    from acvi_tf.decoding.top_k import chunk_size
     rng = np.random.default_rng(beam_width * 100 + vocab + 7 * step + len(banned))
     batch = 6
     search = _Search(None, END, beam_width, 5, min_length, "none", ALPHA, banned)
+    assert (chunk_size(vocab, search.num_candidates(vocab) + search.num_masked())
+            is not None) == (vocab == 1000)
     for _ in range(20):
         log_probs = rng.integers(-4, 1, (batch * beam_width, vocab)).astype(np.float32)
         log_probs[rng.random(log_probs.shape) < 0.2] = -np.inf
