@@ -209,6 +209,72 @@ def converged_grid(runs):
     return lines, payload
 
 
+# The converged table's rows that answer "does ACVI (ours) help, and why": its two controls
+# add to soft attention what ACVI adds to it, without the inference: noise at the σ that
+# ACVI (ours) learns, and dropout (issue 33, item 4).
+CONVERGED_ROWS = ("soft", "acvi", "soft_context_noise", "soft_context_dropout",
+                  "acvi_paper_elbo")
+
+
+def _verdict(ci95, against):
+    """"ahead of / level with / behind" ``against`` from a 95% interval of the difference."""
+    if not ci95 or ci95[0] is None or ci95[1] is None:
+        return None
+    if ci95[0] > 0:
+        return f"ahead of {against}"
+    if ci95[1] < 0:
+        return f"behind {against}"
+    return f"level with {against}"
+
+
+def converged_comparison(table4):
+    """Markdown lines and the JSON entry of ACVI (ours) and its controls at the converged
+    recipe, read from results/table4_cpu.json (``table4``: its rows by key; the table is
+    their one source). Each row against soft attention with the table's two-level 95%
+    interval and Welch p; each control against ACVI (ours) by Welch's t over the seeds'
+    test BLEU (:func:`acvi_tf.metrics.significance.welch_t`)."""
+    from acvi_tf.metrics.significance import welch_t
+    from experiments.tables.render import SYSTEM_NAMES
+    lines = ["", "## ACVI (ours) and its controls at the converged recipe (issue 33)", "",
+             "From `results/table4_cpu.json` (generated with results/table4_cpu.md, whose "
+             "recipe this is: `--profile=cpu_converged`, 8,000 steps, the best-val "
+             "checkpoint). ACVI (ours) is the converged grid's choice above. The controls "
+             "are soft attention with Gaussian noise added to c_t at the mean σ ACVI (ours) "
+             "learns (`table4cpu_converged_multi30k_soft_context_noise.flags`) and with "
+             "dropout on c_t (`table4cpu_multi30k_soft_context_dropout.flags`). Against soft "
+             "attention: the table's difference of means, its two-level bootstrap interval "
+             "(seeds, then sentences) and Welch's p over the seeds; a control against ACVI "
+             "(ours): Welch's t over the seeds' test BLEU.", "",
+             "| row | seeds | test BLEU mean ± std | val BLEU mean ± std | Δ vs soft [95%] | "
+             "Welch p vs soft | reading | vs ACVI (ours): Δ, Welch p |",
+             "|:--|--:|--:|--:|--:|--:|:--|--:|"]
+    payload = {}
+    ours = (table4.get("acvi") or {}).get("test_bleu") or []
+    for key in CONVERGED_ROWS:
+        row = table4.get(key)
+        label = SYSTEM_NAMES.get(key, key) + (" (ours)" if key == "acvi" else "")
+        if not row or not row.get("test_bleu"):
+            lines.append(f"| {label} | 0 | not run yet | | | | | |")
+            continue
+        test = row["test_bleu"]
+        ci = row.get("ci95")
+        verdict = None if key == "soft" else _verdict(ci, "soft attention")
+        vs_ours = (welch_t(ours, test) if key.startswith("soft_context") else None)
+        payload[key] = {"test_bleu": test, "val_bleu": row.get("val_bleu"),
+                        "diff_to_soft": row.get("diff_to_soft"), "ci95": ci,
+                        "welch_p": row.get("welch_p"), "reading": verdict,
+                        "vs_acvi": vs_ours}
+        delta = ("–" if key == "soft" or row.get("diff_to_soft") is None else
+                 f"{row['diff_to_soft']:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else ""))
+        lines.append(
+            f"| {label} | {len(test)} | {_ms(test)} | {_ms(row.get('val_bleu') or [])} | "
+            f"{delta} | {_fmt(row.get('welch_p'), 3)} | "
+            f"{verdict or '–'} | " + (f"{vs_ours['difference']:+.2f}, p = {vs_ours['p_value']:.3f}"
+                                       if vs_ours else "–") + " |")
+    lines.append("")
+    return lines, payload
+
+
 def write(runs_root, cells, out):
     results_dir = os.path.dirname(out) or "."
     archive_root = os.path.join(results_dir, "acvi_study", "runs")
@@ -303,6 +369,10 @@ def write(runs_root, cells, out):
 
     conv_lines, conv_payload = converged_grid(runs)
     lines += conv_lines
+    table4_path = os.path.join(results_dir, "table4_cpu.json")
+    table4 = load_json(table4_path) if os.path.exists(table4_path) else {}
+    compare_lines, compare_payload = converged_comparison(table4)
+    lines += compare_lines
 
     # -- the seeds comparison -------------------------------------------------------------
     table = {"multi30k": {}, "cnndm": {}}
@@ -374,7 +444,7 @@ def write(runs_root, cells, out):
     # -- json, notes --------------------------------------------------------------------------
     payload = {"multi30k": table["multi30k"], "cnndm": table["cnndm"],
                "grid": dict(grid_summ), "grid_cnndm": dict(cnndm_summ),
-               "grid_converged": conv_payload,
+               "grid_converged": conv_payload, "converged_comparison": compare_payload,
                "ours": _study.OURS, "profile": "cpu (table4-cpu / table1-cpu)"}
     with open(os.path.splitext(out)[0] + ".json", "w", encoding="utf-8") as f:
         json.dump(payload, f, indent=2, sort_keys=True)

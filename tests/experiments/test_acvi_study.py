@@ -138,6 +138,8 @@ def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
     data = json.loads((tmp_path / "results" / "acvi_study.json").read_text())
     assert data["multi30k"]["soft"]["test_bleu"] == [21.0, 22.0, 23.0]
     assert data["multi30k"]["acvi_paper_elbo"]["test_bleu"] == [7.5]
+    # no results/table4_cpu.json here: the converged comparison lists its rows as not run
+    assert "| ACVI (ours) | 0 | not run yet |" in text and data["converged_comparison"] == {}
     # the issue's shape, plus a row per earlier choice of "ACVI (ours)" (its seeds stay shown)
     earlier = {system for system, _ in acvi_study.EARLIER.values()}
     assert set(data["cnndm"]) == {"soft", "acvi_paper_elbo", "acvi"} | earlier
@@ -150,6 +152,32 @@ def test_report_tables_json_plots_and_kept_notes(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "results" / "acvi_study.json").read_text()) == data
     assert curve([{"step": 1, "eval": {"x": 1}}, {"step": 1, "eval": {"x": 2}}],
                  "eval", "x") == ([1], [2])
+
+
+def test_the_converged_comparison_reads_the_table_and_tests_the_controls_against_ours():
+    """ACVI (ours) and its controls from results/table4_cpu.json's rows: the table's
+    interval decides the reading against soft attention, and each control is compared
+    with ACVI (ours) by Welch's t over the seeds (scipy's own test as the reference)."""
+    from scipy import stats
+    soft, ours, noise = [36.9, 36.3, 36.8], [36.0, 35.2, 36.5], [37.4, 37.9, 37.6]
+    table4 = {"soft": {"test_bleu": soft, "val_bleu": [36.0, 36.2, 36.4]},
+              "acvi": {"test_bleu": ours, "val_bleu": [36.1, 36.0, 35.9],
+                       "diff_to_soft": -0.43, "ci95": [-1.4, 0.6], "welch_p": 0.37},
+              "soft_context_noise": {"test_bleu": noise, "val_bleu": [37.0, 37.1, 37.2],
+                                     "diff_to_soft": 0.97, "ci95": [0.2, 1.6],
+                                     "welch_p": 0.04}}
+    lines, data = acvi_study_report.converged_comparison(table4)
+    text = "\n".join(lines)
+    assert "| ACVI (ours) | 3 | 35.90 ± 0.66 (n=3) | 36.00 ± 0.10 (n=3) | -0.43 [-1.40, +0.60]" \
+        " | 0.370 | level with soft attention | – |" in text
+    want = stats.ttest_ind(noise, ours, equal_var=False)
+    assert data["soft_context_noise"]["vs_acvi"]["p_value"] == pytest.approx(want.pvalue)
+    assert data["soft_context_noise"]["reading"] == "ahead of soft attention"
+    assert f"| ahead of soft attention | {sum(noise) / 3 - sum(ours) / 3:+.2f}, " \
+        f"p = {want.pvalue:.3f} |" in text
+    assert "| Soft attention + dropout on c_t (control) | 0 | not run yet |" in text
+    assert set(data) == {"soft", "acvi", "soft_context_noise"}
+    assert acvi_study_report._verdict([-2.0, -0.1], "soft attention") == "behind soft attention"
 
 
 def _flags(path):
