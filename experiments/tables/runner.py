@@ -212,7 +212,15 @@ def main(argv=None):
                    help="run only the I-th (1..N) of N disjoint slices of the chosen runs, "
                         "e.g. one per machine of a cluster sharing --runs_root; every "
                         "machine needs the same --only and --seeds")
+    p = sub.add_parser("status", help="where the runs under a runs root stand: state, step, "
+                       "the selection metric (last and best), tokens/s, time left")
+    p.add_argument("--runs_root", nargs="+", required=True,
+                   help="folders of run directories (e.g. runs/table4_cpu), or run "
+                        "directories")
     args = parser.parse_args(argv)
+    if args.command == "status":
+        from experiments.tables import status
+        return status.main(args.runs_root)
     if args.command == "run":
         only = None
         if args.only != "all":

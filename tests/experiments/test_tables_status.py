@@ -1,0 +1,102 @@
+"""``python -m experiments.tables status``: the state, step, metric and time left of each
+run directory, read from files a run writes (no training here)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from experiments.tables import runner, status
+
+
+def _run_dir(path, flags, history, results=False, lock_pid=None, partial_line=False):
+    os.makedirs(path)
+    with open(os.path.join(path, "run_config.json"), "w") as f:
+        json.dump({"command": "python -m experiments.translate ...", "flags": flags}, f)
+    with open(os.path.join(path, "history.jsonl"), "w") as f:
+        for rec in history:
+            f.write(json.dumps(rec) + "\n")
+        if partial_line:
+            f.write('{"time": 1, "step": 9')  # the run is writing this line
+    if results:
+        with open(os.path.join(path, "results.json"), "w") as f:
+            json.dump({"bleu": {"test": 30.0}}, f)
+    if lock_pid is not None:
+        with open(os.path.join(path, ".lock"), "w") as f:
+            f.write(f"{lock_pid}\n")
+    return str(path)
+
+
+def _history(steps, seconds_per_100, evals, start=1000.0):
+    recs = [{"time": start + (s / 100) * seconds_per_100, "step": s,
+             "train": {"loss": 1.0, "tokens_per_sec": 2000.0}} for s in steps]
+    recs += [{"time": start + (s / 100) * seconds_per_100, "step": s, "eval": e}
+             for s, e in evals]
+    return sorted(recs, key=lambda r: (r["step"], "eval" in r))
+
+
+def test_a_live_run_its_rate_time_left_and_best_evaluation(tmp_path):
+    # a process whose command line names this package's CLIs holds the lock
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                               "experiments.translate"])
+    for _ in range(200):  # its command line shows once its exec has finished
+        with open(f"/proc/{holder.pid}/cmdline", "rb") as f:
+            if b"experiments." in f.read():
+                break
+        time.sleep(0.05)
+    try:
+        history = _history(range(100, 900, 100), 10.0,
+                           [(400, {"dev_bleu": 5.0}), (600, {"dev_bleu": 9.0}),
+                            (800, {"dev_bleu": 9.0})])
+        path = _run_dir(tmp_path / "multi30k_soft_s1", {"train_steps": 1000}, history,
+                        lock_pid=holder.pid, partial_line=True)
+        s = status.run_status(path, now=history[-1]["time"] + 30)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert s["state"] == "training" and s["pid"] == holder.pid
+    assert (s["step"], s["train_steps"]) == (800, 1000)
+    assert s["steps_per_sec"] == pytest.approx(10.0)  # 100 steps every 10 s
+    assert s["eta_sec"] == pytest.approx(20.0)        # 200 steps left
+    # the last evaluation, and the earliest of the equal bests (as --select_best keeps it)
+    assert (s["metric"], s["last"], s["best"], s["best_step"]) == ("dev_bleu", 9.0, 9.0, 600)
+    assert s["updated_sec_ago"] == pytest.approx(30.0)
+    assert s["tokens_per_sec"] == 2000.0
+
+
+def test_done_stopped_and_a_lock_left_by_a_dead_process(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    evals = [(500, {"dev_nll": 3.0}), (1000, {"dev_nll": 2.5}), (1500, {"dev_nll": 2.7})]
+    _run_dir(tmp_path / "b_stopped", {"train_steps": 8000, "select_best": "-dev_nll"},
+             _history(range(50, 1550, 50), 30.0, evals), lock_pid=gone.pid)
+    done = _run_dir(tmp_path / "a_done", {"train_steps": 1500},
+                    _history(range(50, 1550, 50), 30.0, [(1500, {"val_rouge_1": 21.5})]),
+                    results=True)
+    empty = tmp_path / "c_empty"
+    empty.mkdir()
+    (empty / "flags.txt").write_text("--train_steps=200\n--model_dir=x\n")
+    got = {s["run"]: s for s in map(status.run_status, status.find_runs([str(tmp_path)]))}
+    assert list(got) == ["a_done", "b_stopped", "c_empty"]
+    assert got["b_stopped"]["state"] == "stopped" and got["b_stopped"]["eta_sec"] is None
+    # -dev_nll: the lowest wins
+    assert (got["b_stopped"]["best"], got["b_stopped"]["best_step"]) == (2.5, 1000)
+    assert got["a_done"]["state"] == "done" and got["a_done"]["metric"] == "val_rouge_1"
+    assert got["c_empty"]["state"] == "empty" and got["c_empty"]["train_steps"] == 200
+    # one run directory given as the root itself
+    assert status.find_runs([done]) == [done]
+
+
+def test_the_cli_prints_one_line_a_run_and_names_a_missing_root(tmp_path, capsys):
+    _run_dir(tmp_path / "multi30k_acvi", {"train_steps": 1000},
+             _history(range(100, 1100, 100), 10.0, [(1000, {"dev_bleu": 35.1})]), results=True)
+    assert runner.main(["status", "--runs_root", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split()[:3] == ["run", "state", "step"]
+    assert lines[1].split()[:3] == ["multi30k_acvi", "done", "1,000/1,000"]
+    assert "dev_bleu 35.10 (35.10 @ 1,000)" in lines[1]
+    assert runner.main(["status", "--runs_root", str(tmp_path / "nope")]) == 2
+    assert "--runs_root=" in capsys.readouterr().out
