@@ -136,6 +136,20 @@ def commit_label(r):
             + ", ".join(c[:7] for c in commits) + dirty)
 
 
+def machine_label(r):
+    """The machine a run trained on, from its ``provenance`` entry: the CPU model(s) with
+    their vector extensions and whether TensorFlow ran oneDNN's kernels, e.g. ``AMD EPYC
+    [avx2 fma], oneDNN on`` (both change speed and float round-off); None when the run
+    recorded neither (runs before commit c20585c)."""
+    entry = r.get("provenance") or {}
+    parts = [" + ".join(entry.get("cpu_models") or [])]
+    onednn = entry.get("onednn") or []
+    if onednn:
+        parts.append("oneDNN " + ", ".join("on" if v else "off" for v in onednn))
+    parts = [p for p in parts if p]
+    return ", ".join(parts) or None
+
+
 class Footnotes:
     def __init__(self):
         self.items = []
@@ -166,6 +180,9 @@ class Footnotes:
         code = commit_label(r)
         if code:
             meta.append(code)
+        machine = machine_label(r)
+        if machine:
+            meta.append(machine)
         meta.extend(notes)
         self.items.append(" — ".join(desc) + (f" ({'; '.join(meta)})" if meta else ""))
         return f"[{len(self.items)}]" + (" †" if notes else "")

@@ -224,7 +224,10 @@ def test_an_old_run_directory_without_provenance_json_still_gets_results(repo, t
 
 
 @needs_git
-def test_footnotes_show_the_short_commit_and_a_dirty_or_crossed_tree(repo, tmp_path):
+def test_footnotes_show_the_short_commit_and_a_dirty_or_crossed_tree(repo, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.setattr(provenance, "cpu_description", lambda: "Some CPU [avx2 fma]")
+    monkeypatch.setattr(provenance, "tf_settings", lambda: {"onednn": True, "env": {}})
     head = _git(repo, "rev-parse", "HEAD")
     start_segment(str(tmp_path / "a"), "python -m experiments.translate", "train_eval")
     clean = finish_results(str(tmp_path / "a"), {"command": "python -m x", "steps": 1500})
@@ -236,10 +239,17 @@ def test_footnotes_show_the_short_commit_and_a_dirty_or_crossed_tree(repo, tmp_p
     notes = Footnotes()
     notes.add(clean)
     notes.add(crossed)
-    assert notes.items[0] == f"`python -m x` (1,500 steps; commit {head[:7]})"
-    assert notes.items[1] == f"`python -m y` (commits {head[:7]}, {second[:7]}+dirty)"
+    machine = "Some CPU [avx2 fma], oneDNN on"
+    assert notes.items[0] == f"`python -m x` (1,500 steps; commit {head[:7]}; {machine})"
+    assert notes.items[1] == f"`python -m y` (commits {head[:7]}, {second[:7]}+dirty; {machine})"
     notes.add({"command": "python -m old", "steps": 10})  # a run without the entry
     assert notes.items[2] == "`python -m old` (10 steps)"
+    resumed = {"command": "python -m z", "provenance": {
+        "cpu_models": ["AMD EPYC [avx2 fma]", "Intel Xeon [avx2 fma avx512f]"],
+        "onednn": [False, True]}}
+    notes.add(resumed)
+    assert notes.items[3] == ("`python -m z` (AMD EPYC [avx2 fma] + Intel Xeon [avx2 fma "
+                              "avx512f], oneDNN off, on)")
 
 
 def test_a_garbled_provenance_json_is_an_error_naming_it(tmp_path):
