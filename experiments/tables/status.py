@@ -2,7 +2,7 @@
 
 One line per run directory under each ``--runs_root`` (a folder of run directories, or
 one run directory): its state, the step it reached of its ``train_steps``, the metric it
-selects on (``--select_best``, else dev BLEU / val ROUGE-1 / CIDEr as the task logs it)
+selects on (``--select_best``, else the task's own: dev_bleu, val_rouge_1 or val_CIDEr_D)
 at its last evaluation and at its best one, the training rate and the time left at that
 rate (its evaluations not counted), and how long ago it last wrote its history. Read-only: a running run's files are
 only read (its lock is not taken, so a status never makes a starting run fail), and a
@@ -17,7 +17,7 @@ import json
 import os
 import time
 
-METRICS = ("dev_bleu", "val_rouge_1", "val_cider", "dev_cider")  # higher is better
+METRICS = ("dev_bleu", "val_rouge_1", "val_CIDEr_D")  # each task's, higher is better
 RATE_WINDOW = 8  # the last training logs the rate is measured over
 
 
