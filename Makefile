@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install install-gpu check-gpu-install test demo readme bench bench-quick bench-peers bench-peers-train lint table4 table4-cpu table4-cpu-2500 table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
+.PHONY: help install install-gpu check-gpu-install test status demo readme bench bench-quick bench-peers bench-peers-train lint table4 table4-cpu table4-cpu-2500 table4-dry-run table3 table3-cpu table3-smoke table1 table1-cpu table5 lead3
 
 help:  ## this list
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -47,6 +47,9 @@ bench-peers: $(PEERS_VENV)/.installed  ## ours vs OpenNMT-tf, same model size an
 
 bench-peers-train: $(PEERS_VENV)/.installed  ## end-to-end Multi30k training, ours vs onmt-main, each with its own data pipeline (minutes) -> bench_results/bench_peers_train.{json,md}
 	$(PYTHON) -m benchmarks.peers.train_e2e --peer_python $(PEERS_VENV)/bin/python $(PEERS_ARGS)
+
+status:  ## where the table runs under runs/ stand: state, step, selection metric (last, best), tokens/s, time left
+	$(PYTHON) -m experiments.tables status --runs_root $(or $(wildcard runs/*),runs)
 
 demo:  ## a short Multi30k En->De run of soft and acvi (+ copy baseline), the two at once: table, example translations, an attention heat map -> results/demo.md
 	$(PYTHON) -m experiments.tables run demo --runs_root runs/demo --out results/demo.md --parallel 2
