@@ -177,9 +177,8 @@ class Footnotes:
             meta.append(f"eval {hours(r['eval_wall_time_sec'])}")
         if beam:
             meta.append("greedy" if beam == 1 else f"beam {beam}")
-        code = commit_label(r)
-        if code:
-            meta.append(code)
+        # a run from before runs recorded their code says so, rather than nothing
+        meta.append(commit_label(r) or "commit not recorded")
         machine = machine_label(r)
         if machine:
             meta.append(machine)

@@ -243,13 +243,13 @@ def test_footnotes_show_the_short_commit_and_a_dirty_or_crossed_tree(repo, tmp_p
     assert notes.items[0] == f"`python -m x` (1,500 steps; commit {head[:7]}; {machine})"
     assert notes.items[1] == f"`python -m y` (commits {head[:7]}, {second[:7]}+dirty; {machine})"
     notes.add({"command": "python -m old", "steps": 10})  # a run without the entry
-    assert notes.items[2] == "`python -m old` (10 steps)"
+    assert notes.items[2] == "`python -m old` (10 steps; commit not recorded)"
     resumed = {"command": "python -m z", "provenance": {
         "cpu_models": ["AMD EPYC [avx2 fma]", "Intel Xeon [avx2 fma avx512f]"],
         "onednn": [False, True]}}
     notes.add(resumed)
-    assert notes.items[3] == ("`python -m z` (AMD EPYC [avx2 fma] + Intel Xeon [avx2 fma "
-                              "avx512f], oneDNN off, on)")
+    assert notes.items[3] == ("`python -m z` (commit not recorded; AMD EPYC [avx2 fma] + "
+                              "Intel Xeon [avx2 fma avx512f], oneDNN off, on)")
 
 
 def test_a_garbled_provenance_json_is_an_error_naming_it(tmp_path):
