@@ -13,7 +13,8 @@ _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # oneDNN's CPU kernels on unless the user chose: TensorFlow turns them on by default only
 # on CPUs with AVX-512 VNNI / bf16 / AMX, and on an AVX2-only AMD EPYC a table4-cpu
 # training step ran 1.15x faster with them (2,105-2,226 against 1,843-1,874 tokens/s, two
-# single-threaded runs at once on the idle machine, 2026-11-27; README "Speed"). Set before
+# single-threaded runs at once on the idle machine, 2026-11-27; README, "The fast path per
+# device"). Set before
 # TensorFlow is imported, which fixes the choice; results change by float round-off only,
 # and a run's provenance records which it had (acvi_tf.utils.provenance.tf_settings).
 _os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")

@@ -25,14 +25,11 @@ ONMT_BOS, ONMT_EOS = 1, 2
 
 
 def onednn_enabled():
-    """Whether this worker's (imported) TensorFlow runs oneDNN's CPU kernels: each side
-    takes its own default (ours turns them on, ``acvi_tf/__init__.py``; TensorFlow's own
-    default is on only for AVX-512 VNNI / bf16 / AMX CPUs), so a result says which ran."""
-    try:
-        from tensorflow.python.util import _pywrap_util_port
-        return bool(_pywrap_util_port.IsMklEnabled())
-    except (ImportError, AttributeError):
-        return None
+    """Whether this worker's (imported) TensorFlow runs oneDNN's CPU kernels, as
+    :func:`acvi_tf.utils.provenance.tf_settings` asks it (standard library only, so the
+    OpenNMT-tf worker imports it too); a result says which ran on each side."""
+    from acvi_tf.utils.provenance import tf_settings
+    return tf_settings()["onednn"]
 
 
 @dataclasses.dataclass(frozen=True)
