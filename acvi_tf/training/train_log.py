@@ -14,12 +14,14 @@ from acvi_tf.training import summaries
 
 
 def read_history(model_dir):
-    """The records of ``model_dir/history.jsonl`` ([] if there is none)."""
+    """The records of ``model_dir/history.jsonl`` ([] if there is none). A last line
+    without its newline is one a running run is still writing, and is left out."""
     path = os.path.join(model_dir, "history.jsonl")
     if not os.path.exists(path):
         return []
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        lines = f.read().split("\n")
+    return [json.loads(line) for line in lines[:-1] if line.strip()]
 
 
 def curve(history, kind, key):

@@ -6,44 +6,28 @@ selects on (``--select_best``, else the task's own: dev_bleu, val_rouge_1 or val
 at its last evaluation and at its best one, the training rate and the time left at that
 rate (its evaluations not counted), and how long ago it last wrote its history. Read-only: a running run's files are
 only read (its lock is not taken, so a status never makes a starting run fail), and a
-history line still being written is skipped.
+history line still being written is skipped (:func:`acvi_tf.training.train_log.read_history`).
 
 States: ``done`` (results.json written), ``training`` (the pid in its ``.lock`` is alive
 and runs this package's CLI), ``stopped`` (trained steps, no live process: resume it
 with the same command, which ``flags.txt`` / ``run_config.json`` hold) and ``empty``.
 """
 
-import json
 import os
 import time
+
+from acvi_tf.run.directory import load_run_config
+from acvi_tf.training.train_log import read_history
 
 METRICS = ("dev_bleu", "val_rouge_1", "val_CIDEr_D")  # each task's, higher is better
 RATE_WINDOW = 8  # the last training logs the rate is measured over
 
 
-def read_history(model_dir):
-    """The parsable records of ``history.jsonl`` (a line being written is skipped)."""
-    path = os.path.join(model_dir, "history.jsonl")
-    records = []
-    if os.path.exists(path):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    continue
-    return records
-
-
 def run_flags(model_dir):
     """The run's resolved flags: run_config.json's, else ``--name=value`` of flags.txt."""
-    path = os.path.join(model_dir, "run_config.json")
-    if os.path.exists(path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                return json.load(f).get("flags", {})
-        except ValueError:
-            pass
+    config = load_run_config(model_dir)
+    if config is not None:
+        return config.get("flags", {})
     flags = {}
     path = os.path.join(model_dir, "flags.txt")
     if os.path.exists(path):
