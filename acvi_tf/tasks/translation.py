@@ -212,6 +212,11 @@ class TranslationEvaluator(Evaluator):
         limit = subset or self.config.max_eval_lines
         if limit not in self._loss_batches:
             src_ids, tgt_ids, _ = self.data.encode("dev", max_lines=limit)
+            # The diagnostics are sums over tokens, whatever the order: batches of pairs
+            # sorted by length pad about half as much as the file's order on Multi30k's
+            # val, and the two teacher-forced passes take about half the time.
+            order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))
+            src_ids, tgt_ids = [src_ids[i] for i in order], [tgt_ids[i] for i in order]
             self._loss_batches[limit] = Batches(
                 src_ids, tgt_ids, self.decode.decode_batch_size, shuffle=False, bucketing=False,
                 max_src_len=None, max_tgt_len=None, prefetch=False)

@@ -97,6 +97,45 @@ def test_translation_trains_evaluates_and_reports(tmp_path, monkeypatch):
     assert again["bleu"] == results["bleu"] and "train_command" not in again
 
 
+def test_dev_diagnostics_run_length_sorted_batches_and_equal_the_files_order(tmp_path,
+                                                                           monkeypatch):
+    # The teacher-forced dev passes batch the pairs sorted by length (less padding, half
+    # the time on Multi30k's val); the diagnostics are sums over tokens, so they equal
+    # those of batches in the file's order.
+    from acvi_tf.data.batching import Batches
+    from acvi_tf.training.diagnostics import DevDiagnostics
+    mirror = _write_multi30k(str(tmp_path / "mirror"))
+    # val pairs of 4 to 13 tokens, short and long alternating, as the file order mixes them
+    tails = ["on the grass", "in the park with a red ball", "", "with a blue ball in the snow"]
+    en = [f"a man runs {tails[i % 4]} ." .replace("  ", " ") for i in range(12)]
+    de = [" ".join({"a": "ein", "man": "mann", "runs": "läuft"}.get(w, w) for w in line.split())
+          for line in en]
+    for lang, lines in (("en", en), ("de", de)):
+        with open(os.path.join(mirror, "multi30k", "tok", f"val.lc.norm.tok.{lang}"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    monkeypatch.setenv("ACVI_DATA_MIRROR", mirror)
+    monkeypatch.setenv("ACVI_DATA_DIR", str(tmp_path / "data"))
+    task = TranslationTask(TranslationConfig(dataset="multi30k", min_count=1, max_eval_lines=12),
+                           dataclasses.replace(DECODE, decode_batch_size=4), RUN,
+                           log=lambda m: None)
+    task.load_data(str(tmp_path / "run"))
+    keras.utils.set_random_seed(0)
+    model = build_model(task.model_config(ModelConfig(attention="soft", **TINY)))
+    model.loss_terms({k: tf.constant(v) for k, v in task.build_batch().items()})
+    evaluator = task.evaluator()
+    sorted_diag = evaluator.dev_diagnostics(model, 0)
+    lengths = [b["tgt_in"].shape[1] for b in evaluator._loss_batches[12].dataset()]
+    src_ids, tgt_ids, _ = task.data.encode("dev", max_lines=12)
+    in_order = Batches(src_ids, tgt_ids, 4, shuffle=False, bucketing=False, max_src_len=None,
+                       max_tgt_len=None, prefetch=False)
+    file_lengths = [b["tgt_in"].shape[1] for b in in_order.dataset()]
+    assert lengths == sorted(lengths) and sum(lengths) < sum(file_lengths)
+    file_diag = DevDiagnostics()(model, in_order.dataset())
+    assert set(sorted_diag) == set(file_diag)
+    for name, value in file_diag.items():
+        np.testing.assert_allclose(sorted_diag[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_translation_config_errors_name_the_setting():
     with pytest.raises(ConfigError, match="^src: 'vi' is not a language"):
         TranslationTask(TranslationConfig(dataset="multi30k", src="vi"))
