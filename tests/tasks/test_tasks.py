@@ -105,9 +105,9 @@ def test_dev_diagnostics_run_length_sorted_batches_and_equal_the_files_order(tmp
     from acvi_tf.data.batching import Batches
     from acvi_tf.training.diagnostics import DevDiagnostics
     mirror = _write_multi30k(str(tmp_path / "mirror"))
-    # val pairs of 4 to 13 tokens, short and long alternating, as the file order mixes them
+    # val pairs of 4 to 10 tokens, short and long alternating, as the file order mixes them
     tails = ["on the grass", "in the park with a red ball", "", "with a blue ball in the snow"]
-    en = [f"a man runs {tails[i % 4]} ." .replace("  ", " ") for i in range(12)]
+    en = [f"a man runs {tails[i % 4]} .".replace("  ", " ") for i in range(12)]
     de = [" ".join({"a": "ein", "man": "mann", "runs": "läuft"}.get(w, w) for w in line.split())
           for line in en]
     for lang, lines in (("en", en), ("de", de)):
