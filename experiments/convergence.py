@@ -24,6 +24,7 @@ import sys
 
 from acvi_tf.training.train_log import curve, read_history
 from acvi_tf.utils.files import load_json, write_report
+from acvi_tf.utils.provenance import command_line
 from experiments.tables.curves import plot_rows
 from experiments.tables.render import markdown_table
 
@@ -141,9 +142,8 @@ def main(argv=None):
         if not os.path.exists(os.path.join(d, "history.jsonl")):
             parser.error(f"--runs: {d} holds no history.jsonl")
         runs.append((name, d if args.no_archive else archive_run(name, d, args.archive)))
-    command = "python -m experiments.convergence " + " ".join(
-        sys.argv[1:] if argv is None else argv)
-    print(report(runs, args.out, args.plateau_tolerance, args.takeoff_bleu, command))
+    print(report(runs, args.out, args.plateau_tolerance, args.takeoff_bleu,
+                 command_line("experiments.convergence", argv)))
     return 0
 
 
