@@ -23,14 +23,14 @@ that does not feed the next decoder step (ACVI's Monte-Carlo KL) then runs as
 one batched matrix product over all steps instead of T matrix-vector products,
 and decoding, which never asks for aux losses, skips it.
 
-A variant whose gradient estimator needs the output distribution for another
-context (Deng et al.'s REINFORCE baseline, :mod:`acvi_tf.attention.variational`)
-puts a dict under the reserved key ``FEEDBACK`` in ``aux``: ``contexts`` (a list
-of [B, D] contexts for the head to evaluate too) and optionally ``input_feed``
-(the context fed to the next decoder input instead of ``context``), plus its own
-entries. The decoder pops it, runs the head on each extra context, and merges
-``output_aux(log_probs, extra_log_probs, feedback, memory_state, state)`` into
-``aux``. Variants that never return ``FEEDBACK`` cost nothing extra.
+A variant whose gradient estimator needs the output distribution at another context
+(Deng et al.'s REINFORCE baseline, :mod:`acvi_tf.attention.variational`) names that
+context, a deferred tensor [B, D] per step, in ``head_contexts``. Teacher forcing runs
+the output head on it after the loop, on all steps at once as it does on c_t, and hands
+``deferred_aux`` log P(y_t | that context) under ``<name>_target_log_prob`` and
+log P(y_t | c_t) under ``target_log_prob`` ([B, T] each). A variant that feeds the next
+decoder input another vector than c_t puts it in ``aux`` under the reserved key
+``INPUT_FEED``.
 """
 
 import keras
@@ -40,7 +40,8 @@ from acvi_tf.utils.loop_gradients import contract
 
 ATTENTION = Registry("attention variant")
 register_attention = ATTENTION.register
-FEEDBACK = "feedback"  # the reserved aux key of the head-feedback hook (module docstring)
+INPUT_FEED = "input_feed"  # the reserved aux key: the next input's context (module docstring)
+TARGET_LOG_PROB = "target_log_prob"  # deferred_aux's log P(y_t | c_t) (module docstring)
 WEIGHTED_SUM = "bn,bnd->bd"  # c = sum_i w_i h_i (Eq. 3), as an einsum of (w, h)
 
 
@@ -59,9 +60,7 @@ class ContextVariant(keras.layers.Layer):
     kl_names = ()            # the aux_loss_names that are KL terms (annealed)
     deferred_names = ()      # per-step tensors stacked for deferred_aux
     deferred_aux_names = ()  # the aux_loss_names that deferred_aux (not step) returns
-    # True for a variant whose step may return FEEDBACK: teacher forcing then runs the
-    # head inside the loop, at every step (otherwise once, after the loop, on all steps).
-    uses_feedback = False
+    head_contexts = ()       # deferred_names of contexts the head scores the targets on too
     # True: Seq2Seq passes target_vocab_size, pad_id, unk_id and lstm_impl (an inference
     # network over the target ids owns its own embedding and BiLSTM).
     uses_target_vocab = False
@@ -112,18 +111,14 @@ class ContextVariant(keras.layers.Layer):
 
     def deferred_aux(self, per_step, memory_state, step_mask):
         """Aux sums from the stacked ``deferred_names`` tensors ([B, T, ...] each) and
-        ``step_mask`` [B, T] (1.0 for real target positions): ``{name: [B]}``."""
+        ``step_mask`` [B, T] (1.0 for real target positions): ``{name: [B]}``. With
+        ``head_contexts``, ``per_step`` also holds the head's target log-probabilities
+        (module docstring)."""
         return {}
 
     def diagnostics(self, memory_state):
         """Per-source-position values ([B, N] each) the run diagnostics average over the
         real positions, e.g. ACVI's mean sigma. Default: none."""
-        return {}
-
-    def output_aux(self, log_probs, extra_log_probs, feedback, memory_state, state):
-        """Aux losses from the head's outputs (the ``FEEDBACK`` hook): ``log_probs`` on
-        ``context``, ``extra_log_probs`` on each of ``feedback["contexts"]``; ``state``
-        holds the step's ``time``. Returns ``{name: [B]}``."""
         return {}
 
     def get_config(self):

@@ -43,8 +43,8 @@ but ``training=False`` does the same and still reports ``kl``; ``reinforce`` and
 import keras
 import tensorflow as tf
 
-from acvi_tf.attention.base import (FEEDBACK, ContextVariant, register_attention,
-                                    weighted_sum)
+from acvi_tf.attention.base import (INPUT_FEED, TARGET_LOG_PROB, ContextVariant,
+                                    register_attention, weighted_sum)
 from acvi_tf.utils.lstm_impl import choose_lstm_impl, run_bidirectional
 from acvi_tf.utils.ops import fold_seed, masked_logits, masked_softmax
 from acvi_tf.utils.precision import to_float32
@@ -97,7 +97,11 @@ class VariationalAttention(ContextVariant):
     aux_loss_names = ("kl", "reinforce", "nll_soft", "reward")
     kl_names = ("kl",)  # KL(q || p); the REINFORCE surrogate and nll_soft are not annealed
     uses_target_vocab = True
-    uses_feedback = True  # the head on the soft context too: REINFORCE's baseline
+    # The head on the soft context too (REINFORCE's baseline), run after teacher forcing's
+    # loop on all steps at once, as on the sampled context.
+    deferred_names = ("soft_context", "log_q_sample")
+    head_contexts = ("soft_context",)
+    deferred_aux_names = ("reinforce", "nll_soft", "reward")
 
     def __init__(self, memory_dim, target_vocab_size=None, pad_id=0, unk_id=1,
                  embed_dim=None, units=None, kl_weight=1.0, baseline_weight=1.0,
@@ -133,8 +137,8 @@ class VariationalAttention(ContextVariant):
     def prepare(self, memory, mask, training=False, targets=None):
         """The inference network, once per source: q's logits for every target step.
 
-        Returns ``{"q_logits": [B, T, N] (padding masked), "targets": [B, T]}`` when the
-        reference is given, else ``{}`` (decoding: the prior alone).
+        Returns ``{"q_logits": [B, T, N] (padding masked)}`` when the reference is given,
+        else ``{}`` (decoding: the prior alone).
         """
         if targets is None:
             return {}
@@ -145,7 +149,7 @@ class VariationalAttention(ContextVariant):
         impl, _ = choose_lstm_impl(self.lstm_impl)
         u, _, _ = run_bidirectional(self.target_rnn, self.target_embedding(ids), tmask, impl)
         logits = to_float32(tf.einsum("btu,bnu->btn", u, self.bilinear(memory)))
-        return {"q_logits": masked_logits(logits, mask[:, None, :]), "targets": targets}
+        return {"q_logits": masked_logits(logits, mask[:, None, :])}
 
     def step(self, scores, memory_state, state, training=False):
         memory, mask = memory_state["memory"], memory_state["mask"]
@@ -157,29 +161,28 @@ class VariationalAttention(ContextVariant):
         t = state["time"]
         log_q = tf.nn.log_softmax(tf.gather(variant["q_logits"], t, axis=1), axis=-1)
         log_p = tf.nn.log_softmax(masked_logits(scores, mask), axis=-1)
-        aux = {"kl": categorical_kl(log_q, log_p, mask)}
-        if not training:
-            aux[FEEDBACK] = {"contexts": []}
+        aux = {"kl": categorical_kl(log_q, log_p, mask), "soft_context": to_float32(soft)}
+        if not training:  # evaluation: the context is the soft one; nothing to reinforce
+            aux["log_q_sample"] = tf.zeros_like(aux["kl"])
             return soft, prior, aux, state.get("variant", {})
         seed = fold_seed(memory_state["seed"], t, 7919)
         z = tf.random.stateless_categorical(log_q, 1, seed=seed, dtype=tf.int32)[:, 0]
         hard = tf.gather(memory, z, batch_dims=1)
-        aux[FEEDBACK] = {"contexts": [soft], "log_q_sample": tf.gather(log_q, z, batch_dims=1),
-                         "input_feed": soft if self.input_feed == "soft" else hard}
+        aux["log_q_sample"] = tf.gather(log_q, z, batch_dims=1)
+        aux[INPUT_FEED] = soft if self.input_feed == "soft" else hard
         return hard, prior, aux, state.get("variant", {})
 
-    def output_aux(self, log_probs, extra_log_probs, feedback, memory_state, state):
-        """The REINFORCE terms from the head's outputs on the sampled and the soft context."""
-        targets = tf.gather(memory_state["variant"]["targets"], state["time"], axis=1)
-        sampled = tf.gather(log_probs, targets, batch_dims=1)
-        soft = (tf.gather(extra_log_probs[0], targets, batch_dims=1) if extra_log_probs
-                else sampled)
-        if "log_q_sample" not in feedback:  # evaluation: no sample, nothing to reinforce
-            zeros = tf.zeros_like(sampled)
-            return {"reinforce": zeros, "nll_soft": -soft, "reward": zeros}
+    def deferred_aux(self, per_step, memory_state, step_mask):
+        """The REINFORCE terms, summed over the steps, from the head's log-probabilities of
+        the targets at the sampled context (``target_log_prob``, the model's NLL) and at
+        the soft one: r_t = log p(y_t | h_{z_t}) - log p(y_t | c_t^soft). In evaluation the
+        context is the soft one, so r_t = 0 and ``nll_soft`` equals ``nll``."""
+        sampled = per_step[TARGET_LOG_PROB]
+        soft = per_step["soft_context_" + TARGET_LOG_PROB]
         reward = sampled - soft
-        return {"reinforce": reinforce_surrogate(reward, feedback["log_q_sample"]),
-                "nll_soft": -soft, "reward": tf.stop_gradient(reward)}
+        terms = {"reinforce": reinforce_surrogate(reward, per_step["log_q_sample"]),
+                 "nll_soft": -soft, "reward": tf.stop_gradient(reward)}
+        return {n: tf.reduce_sum(v * step_mask, axis=1) for n, v in terms.items()}
 
     def get_config(self):
         return {**super().get_config(), "target_vocab_size": self.target_vocab_size,

@@ -12,7 +12,7 @@ import functools
 import keras
 import tensorflow as tf
 
-from acvi_tf.attention.base import FEEDBACK
+from acvi_tf.attention.base import INPUT_FEED
 from acvi_tf.utils.ops import dropout, fold_seed
 from acvi_tf.utils.loop_gradients import tensors_only
 from acvi_tf.utils.precision import concat_as, to_float32
@@ -140,25 +140,18 @@ class AttentionDecoder(keras.layers.Layer):
         It is :meth:`core_step` followed by the head; teacher forcing runs the head
         after the loop instead, on all steps at once (``Seq2Seq.teacher_forced``).
         """
-        head_inputs, new_state, extras, feedback = self.core_step(
+        head_inputs, new_state, extras = self.core_step(
             input_ids, state, memory_state, training=training, zero_context=zero_context,
             embedded=embedded)
-        head_memory = tensors_only(memory_state)  # a Keras layer takes tensors only
-        log_probs, head_extras = self.head(*head_inputs, head_memory)
-        if feedback is not None:  # the variant asked for the head on other contexts
-            out, _, x, probs = head_inputs
-            extra = [self.head(out, c, x, probs, head_memory)[0]
-                     for c in feedback.get("contexts", ())]
-            extras["aux"].update(self.variant.output_aux(log_probs, extra, feedback,
-                                                         memory_state, {"time": state["time"]}))
+        # a Keras layer takes tensors only
+        log_probs, head_extras = self.head(*head_inputs, tensors_only(memory_state))
         return log_probs, new_state, {**extras, **head_extras}
 
     def core_step(self, input_ids, state, memory_state, training=False, zero_context=False,
                   embedded=None):
         """Everything of :meth:`step` but the head, which reads nothing the next step
-        needs: ``(head_inputs, new_state, extras, feedback)``, with ``head_inputs`` =
-        (the head's s_t [with latent outputs], c_t, the input embedding x_t, a_t) and
-        ``feedback`` the variant's ``FEEDBACK`` dict or None."""
+        needs: ``(head_inputs, new_state, extras)``, with ``head_inputs`` = (the head's
+        s_t [with latent outputs], c_t, the input embedding x_t, a_t)."""
         t = state["time"]
         # this step's seed, folded once and only if something draws from it
         seed = functools.cache(lambda: fold_seed(memory_state["seed"], t, 31))
@@ -206,14 +199,13 @@ class AttentionDecoder(keras.layers.Layer):
             out = concat_as([out] + to_output, out.dtype)
         aux.update(latent_aux)
         feed = context
-        feedback = aux.pop(FEEDBACK, None)
-        if feedback is not None:
-            feed = _zeroed(feedback.get("input_feed", context), zero_context)
+        if INPUT_FEED in aux:  # the variant feeds the next input another vector than c_t
+            feed = _zeroed(aux.pop(INPUT_FEED), zero_context)
         new_state = {"time": t + 1, "rnn": new_rnn, "context": feed,
                      "coverage": coverage + probs, "variant": variant_state}
         if self.latent is not None:
             new_state["latent"] = latent_state
-        return (out, context, x, probs), new_state, {"attention": probs, "aux": aux}, feedback
+        return (out, context, x, probs), new_state, {"attention": probs, "aux": aux}
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size,

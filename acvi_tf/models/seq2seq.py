@@ -13,7 +13,9 @@ from acvi_tf.attention.scores import SCORES
 from acvi_tf.models.decoder import CELLS, AttentionDecoder
 from acvi_tf.models.encoder import Bridge, Encoder
 from acvi_tf.models.heads import HEADS
-from acvi_tf.utils.loop_gradients import LOOP_KEY, SHARED_ROWS_KEY, LoopGradients, SharedRows
+from acvi_tf.attention.base import TARGET_LOG_PROB
+from acvi_tf.utils.loop_gradients import (LOOP_KEY, SHARED_ROWS_KEY, LoopGradients, SharedRows,
+                                         tensors_only)
 from acvi_tf.utils.ops import fold_seed, sequence_mask, stateless_uniform
 from acvi_tf.registry import registered_names
 from acvi_tf.utils.lstm_impl import LSTM_IMPLS
@@ -122,10 +124,13 @@ class Seq2Seq(keras.Model):
     the gradients of the per-source tensors every step reads linearly are summed after
     it (:mod:`acvi_tf.utils.loop_gradients`). False gives the straightforward loop (a
     lookup per step, TensorFlow's per-step accumulation): the same values and gradients
-    (tests compare the two).
+    (tests compare the two). ``head_in_loop`` (False; not part of the model) runs the
+    output head inside that loop at every step instead of once after it: the same values
+    and gradients (tested).
     """
 
     defer_loop_gradients = True
+    head_in_loop = False
 
     def __init__(self, config: ModelConfig, **kwargs):
         with policy_scope(config.precision):
@@ -270,12 +275,18 @@ class Seq2Seq(keras.Model):
         arrays = {n: tf.TensorArray(tf.float32, size=length) for n in deferred}
         if return_attention or diagnostics:
             arrays["attention"] = tf.TensorArray(tf.float32, size=length)
-        # The head reads nothing the next step needs: unless the variant feeds the head's
-        # output back (FEEDBACK), the loop stores its inputs and the head runs once on all
-        # steps after it, one [T*B, units] x [units, V] product instead of T small ones.
+        # The head reads nothing the next step needs: the loop stores its inputs and the
+        # head runs once on all steps after it, one [T*B, units] x [units, V] product
+        # instead of T small ones, and once more on each of the variant's head_contexts.
         # Stored as float32: the head casts to its compute dtype, which rounds a bfloat16
-        # or float16 value back to itself.
-        head_later = not self.variant.uses_feedback
+        # or float16 value back to itself. ``head_in_loop`` runs the head at every step
+        # instead (the straightforward way, which the tests compare this with).
+        head_later = not self.head_in_loop
+        head_contexts = tuple(self.variant.head_contexts)
+        scored = ((TARGET_LOG_PROB,) + tuple(f"{n}_{TARGET_LOG_PROB}" for n in head_contexts)
+                  if head_contexts else ())
+        if not head_later:
+            arrays.update({n: tf.TensorArray(tf.float32, size=length) for n in scored})
         head_inputs = (tuple(tf.TensorArray(tf.float32, size=length) for _ in range(4))
                        if head_later else ())
         # In training the gradients of the per-source tensors every step reads linearly
@@ -285,6 +296,7 @@ class Seq2Seq(keras.Model):
         loop = LoopGradients(length, self.decoder.loop_invariants(memory_state)
                              if training and self.defer_loop_gradients else None)
         step_memory = {**memory_state, LOOP_KEY: loop}
+        head_memory = tensors_only(step_memory)  # a Keras layer takes tensors only
         embedded = None
         if self.defer_loop_gradients:  # all steps' x_t at once: the lookup's gradient is one
             embedded = self.decoder.embed(tgt_in)  # scatter, not T dense [V, E] additions
@@ -294,26 +306,27 @@ class Seq2Seq(keras.Model):
         def body(t, state, sums, arrays, head_inputs, loop_arrays):
             loop.begin(t)
             x_t = None if embedded is None else embedded.read(t)
+            inputs, state, extras = self.decoder.core_step(
+                tgt_in[:, t], state, step_memory, training, zero_context=zero_context,
+                embedded=x_t)
+            aux = extras["aux"]
             if head_later:
-                inputs, state, extras, feedback = self.decoder.core_step(
-                    tgt_in[:, t], state, step_memory, training, zero_context=zero_context,
-                    embedded=x_t)
-                if feedback is not None:
-                    raise ValueError(f"{type(self.variant).__name__} returned FEEDBACK: set "
-                                     "its uses_feedback = True")
                 head_inputs = tuple(a.write(t, tf.cast(v, tf.float32))
                                     for a, v in zip(head_inputs, inputs))
                 new = {"nll": sums["nll"]}
             else:
-                log_probs, state, extras = self.step(tgt_in[:, t], state, step_memory,
-                                                     training, zero_context=zero_context,
-                                                     embedded=x_t)
-                target_lp = tf.gather(log_probs, tgt_out[:, t], batch_dims=1)
+                def target_log_prob(context):
+                    log_probs = self.decoder.head(inputs[0], context, *inputs[2:],
+                                                  head_memory)[0]
+                    return tf.gather(log_probs, tgt_out[:, t], batch_dims=1)
+                target_lp = target_log_prob(inputs[1])
+                aux = {**aux, **dict(zip(scored, [target_lp] + [target_log_prob(aux[n])
+                                                                for n in head_contexts]))}
                 new = {"nll": sums["nll"] - target_lp * tmask[:, t]}
             m = tmask[:, t]
             for n in names:
-                new[n] = sums[n] + extras["aux"][n] * m
-            arrays = {n: a.write(t, extras["attention"] if n == "attention" else extras["aux"][n])
+                new[n] = sums[n] + aux[n] * m
+            arrays = {n: a.write(t, extras["attention"] if n == "attention" else aux[n])
                       for n, a in arrays.items()}
             loop_arrays = loop.write(t, loop_arrays)
             return t + 1, state, new, arrays, head_inputs, loop_arrays
@@ -323,14 +336,19 @@ class Seq2Seq(keras.Model):
             (tf.constant(0), state, sums, arrays, head_inputs, loop.initial_arrays()),
             maximum_iterations=length)  # XLA needs the bound for gradients
         loop.finish(loop_arrays)
+        time_major = {n: a.stack() for n, a in arrays.items()}
         if head_later:
-            sums["nll"] = sums["nll"] + self._head_nll(head_inputs, memory_state, tgt_out, tmask)
-        stacked = {n: _swap_batch_time(a.stack()) for n, a in arrays.items()}
+            log_probs = self._head_target_log_probs(head_inputs, memory_state, tgt_out,
+                                                    [time_major[n] for n in head_contexts])
+            sums["nll"] = sums["nll"] - tf.reduce_sum(log_probs[0] * tf.transpose(tmask),
+                                                      axis=0)
+            time_major.update(zip(scored, log_probs))
+        stacked = {n: _swap_batch_time(v) for n, v in time_major.items()}
         out = dict(sums)
         if self.latent is not None:
             out.update(memory_state["latent"]["aux"])
         if deferred:
-            out.update(self.variant.deferred_aux({n: stacked[n] for n in deferred},
+            out.update(self.variant.deferred_aux({n: stacked[n] for n in deferred + scored},
                                                  memory_state, tmask))
         out["num_tokens"] = tf.reduce_sum(tmask, axis=1)
         if diagnostics:
@@ -340,18 +358,21 @@ class Seq2Seq(keras.Model):
             out["attention"] = stacked["attention"]
         return out
 
-    def _head_nll(self, head_inputs, memory_state, tgt_out, tmask):
-        """sum_t -log P_t(y_t) [B] from the head run once on the stacked per-step inputs
-        ([T, B, ...] each, flattened time-major to [T * B, ...])."""
+    def _head_target_log_probs(self, head_inputs, memory_state, tgt_out, contexts=()):
+        """log P_t(y_t), [T, B], of the head run once on the stacked per-step inputs
+        ([T, B, ...] each, flattened time-major to [T * B, ...]); then one more [T, B] for
+        each of ``contexts`` ([T, B, D]) in place of the stacked c_t."""
         length, batch_size = tf.shape(tgt_out)[1], tf.shape(tgt_out)[0]
-        stacked = [a.stack() for a in head_inputs]
-        flat = [tf.reshape(v, tf.concat([[-1], tf.shape(v)[2:]], 0)) for v in stacked]
+
+        def flat(v):
+            return tf.reshape(v, tf.concat([[-1], tf.shape(v)[2:]], 0))
+        s, c, x, probs = [flat(a.stack()) for a in head_inputs]
         head = self.decoder.head
         targets = tf.reshape(tf.transpose(tgt_out), [-1])
-        target_lp = tf.reshape(
-            head.target_log_prob(targets, *flat, head.tile_memory(memory_state, length)),
-            [length, batch_size])
-        return -tf.reduce_sum(target_lp * tf.transpose(tmask), axis=0)
+        tiled = head.tile_memory(memory_state, length)
+        return [tf.reshape(head.target_log_prob(targets, s, context, x, probs, tiled),
+                           [length, batch_size])
+                for context in [c] + [flat(v) for v in contexts]]
 
     def loss_terms(self, batch, training=False, seed=0, kl_scale=None, noise_scale=None,
                    **probes):

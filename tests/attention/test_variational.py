@@ -4,7 +4,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from acvi_tf.attention.base import FEEDBACK
 from acvi_tf.attention.variational import (VariationalAttention, categorical_kl,
                                            reinforce_surrogate)
 from acvi_tf.data.synthetic import ReverseTask
@@ -78,7 +77,7 @@ def test_samples_follow_q_and_never_hit_padding():
         z = np.argmin(np.abs(memory - hard.numpy()[:, None, :]).sum(-1), axis=-1)
         np.testing.assert_allclose(hard.numpy(), memory[np.arange(B), z])
         counts[np.arange(B), z] += 1
-        np.testing.assert_allclose(aux[FEEDBACK]["log_q_sample"].numpy(),
+        np.testing.assert_allclose(aux["log_q_sample"].numpy(),
                                    np.log(q[np.arange(B), z]), rtol=1e-5)
     assert counts[~mask].sum() == 0
     np.testing.assert_allclose(counts / draws, q, atol=4 * np.sqrt(0.25 / draws))
@@ -104,20 +103,20 @@ def test_reinforce_with_baseline_is_unbiased():
         np.testing.assert_allclose(estimate, exact_grad, atol=0.03)
 
 
-def test_output_aux_reward_is_sampled_minus_soft_log_likelihood():
-    scores, mask, memory, targets = _inputs(2)
+def test_deferred_aux_reward_is_sampled_minus_soft_log_likelihood_over_real_steps():
+    _, mask, memory, targets = _inputs(2)
     variant = VariationalAttention(D, target_vocab_size=V)
     ms = _memory_state(variant, mask, memory, targets)
     rng = np.random.default_rng(0)
-    lp_hard = tf.nn.log_softmax(rng.normal(size=[B, V]).astype(np.float32))
-    lp_soft = tf.nn.log_softmax(rng.normal(size=[B, V]).astype(np.float32))
-    _, _, aux, _ = variant.step(tf.constant(scores), ms, {"time": tf.constant(1)}, training=True)
-    out = variant.output_aux(lp_hard, [lp_soft], aux[FEEDBACK], ms, {"time": tf.constant(1)})
-    y = targets[:, 1]
-    np.testing.assert_allclose(out["reward"].numpy(),
-                               lp_hard.numpy()[np.arange(B), y] - lp_soft.numpy()[np.arange(B), y],
+    hard, soft, log_q = (rng.normal(size=[B, T]).astype(np.float32) for _ in range(3))
+    step_mask = (targets != 0).astype(np.float32)
+    out = variant.deferred_aux({"target_log_prob": tf.constant(hard),
+                                "soft_context_target_log_prob": tf.constant(soft),
+                                "log_q_sample": tf.constant(log_q)}, ms, tf.constant(step_mask))
+    np.testing.assert_allclose(out["reward"].numpy(), ((hard - soft) * step_mask).sum(1),
                                rtol=1e-5)
-    np.testing.assert_allclose(out["nll_soft"].numpy(), -lp_soft.numpy()[np.arange(B), y])
+    np.testing.assert_allclose(out["nll_soft"].numpy(), -(soft * step_mask).sum(1), rtol=1e-5)
+    np.testing.assert_allclose(out["reinforce"].numpy(), 0.0, atol=1e-6)
 
 
 def test_decoding_without_targets_uses_the_prior_expectation():
@@ -154,7 +153,8 @@ def test_training_lowers_both_the_sampled_and_the_soft_nll_and_decodes():
 
 def test_the_models_reinforce_term_and_gradient_equal_the_standalone_estimator(monkeypatch):
     """Inside Seq2Seq's teacher forcing (training, one seed), against the standalone
-    estimator on the same samples.
+    estimator on the same samples, with the head run at every step (``head_in_loop``;
+    tests/models/test_heads.py checks the head after the loop against it).
 
     Recorded at every step: the variant's hard context and prior a_t, and every call of
     the output head with the context it was given. From them, outside the model: z_t is
@@ -174,6 +174,7 @@ def test_the_models_reinforce_term_and_gradient_equal_the_standalone_estimator(m
                                 encoder_units=4, decoder_units=8, attention_units=8,
                                 head_units=8, attention="variational"))
     model.build_for_checkpoint(batch)
+    model.head_in_loop = True
     assert model.loss_weights()["reinforce"] == 1.0
     steps = {}
     now = []  # the step being run

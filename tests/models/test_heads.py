@@ -152,10 +152,10 @@ def test_pointer_beam_search_feeds_oovs_back_as_unk():
 
 def _in_loop_and_after_loop(model, batch, monkeypatch):
     """(terms, gradients) of the objective with the head run after the loop (the default)
-    and inside it at every step (the straightforward way, as a FEEDBACK variant runs)."""
+    and inside it at every step (the straightforward way)."""
     out = []
     for in_loop in (False, True):
-        monkeypatch.setattr(type(model.variant), "uses_feedback", in_loop)
+        monkeypatch.setattr(model, "head_in_loop", in_loop)
         with tf.GradientTape() as tape:
             terms = model.loss_terms(batch, training=True, seed=3)
         grads = tape.gradient(terms["objective"], model.trainable_variables)
@@ -164,16 +164,19 @@ def _in_loop_and_after_loop(model, batch, monkeypatch):
     return out
 
 
-@pytest.mark.parametrize("kind", ["pointer+coverage", "acvi", "gru+vrnmt", "ved+word_dropout"])
+@pytest.mark.parametrize("kind", ["pointer+coverage", "acvi", "gru+vrnmt", "ved+word_dropout",
+                                  "variational", "pointer+variational"])
 def test_the_head_after_the_loop_equals_the_head_at_every_step(kind, monkeypatch):
     """Teacher forcing runs the head once on all steps' stacked inputs: the NLL, every
     other term and every gradient equal those of the head run inside the loop, with
     dropout on (the same seeds reach the same places)."""
     from acvi_tf.data.synthetic import ReverseTask
-    if kind == "pointer+coverage":
-        model, batch = _pointer_model(), _pointer_batch()
+    if kind.startswith("pointer+"):  # variational: its REINFORCE head on the soft context
+        model = _pointer_model(coverage=kind == "pointer+coverage",
+                               attention="variational" if "variational" in kind else "soft")
+        batch = _pointer_batch()
     else:
-        options = {"acvi": dict(attention="acvi"),
+        options = {"acvi": dict(attention="acvi"), "variational": dict(attention="variational"),
                    "gru+vrnmt": dict(decoder_cell="gru", latent="vrnmt"),
                    "ved+word_dropout": dict(latent="ved", word_dropout=0.3)}[kind]
         model = Seq2Seq(ModelConfig(src_vocab_size=V, tgt_vocab_size=V, embed_dim=4,
@@ -184,6 +187,8 @@ def test_the_head_after_the_loop_equals_the_head_at_every_step(kind, monkeypatch
     model.loss_terms(batch, training=True, seed=3)  # builds every variable
     (after, g_after), (inside, g_inside) = _in_loop_and_after_loop(model, batch, monkeypatch)
     assert after.keys() == inside.keys()
+    if "variational" in kind:  # the soft context's head output differs from the sample's
+        assert np.abs(after["reward"]).max() > 1e-3 and after["nll_soft"] != after["nll"]
     for name in after:
         np.testing.assert_allclose(after[name], inside[name], rtol=1e-5, atol=1e-6,
                                    err_msg=name)
