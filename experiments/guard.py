@@ -10,6 +10,7 @@ from absl import app, flags
 from acvi_tf.data.sources import DataError
 from acvi_tf.errors import ConfigError, RunError
 from acvi_tf.run.directory import locked_run_dir, run_segment
+from acvi_tf.training.stop_signal import Interrupted
 from acvi_tf.training.trainer import CheckpointError, TrainingDiverged, is_chief
 from acvi_tf.utils import manifest
 from acvi_tf.utils.provenance import command_line
@@ -87,6 +88,9 @@ def run_guarded(body, errors=(), model_dir=None, mode=None, module=None):
         return body()
     except ConfigError as e:
         raise FlagError(e.field, e.detail) from None
+    except Interrupted as e:  # a checkpoint was saved: the shell's exit code of the signal
+        print(f"{e}", file=sys.stderr, flush=True)
+        raise SystemExit(e.exit_code) from None
     except DataError as e:
         raise SystemExit(f"error: data missing or malformed: {e}") from None
     except (FileNotFoundError, RunError, manifest.StoredFileError, TrainingDiverged,

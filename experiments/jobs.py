@@ -15,11 +15,16 @@ the terminal, as a single run would.
 import dataclasses
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
 from typing import Callable, Optional
 
+from acvi_tf.training.stop_signal import StopRequests
+
+# the exit codes of a command stopped by SIGINT or SIGTERM (128 + the signal's number)
+STOPPED_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 SINGLE_THREAD = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
                  "OMP_NUM_THREADS": "1"}
 
@@ -48,7 +53,17 @@ def finished(model_dir):
 def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=0.2):
     """Runs every job's :attr:`Job.todo` commands, ``parallel`` jobs at a time and a job's
     commands one after the other; a failed command ends its job. Returns the number of
-    jobs that failed or could not start (their ``waits_for`` never finished)."""
+    jobs that failed or could not start (their ``waits_for`` never finished).
+
+    On SIGTERM or SIGINT nothing more starts; a SIGTERM is passed on to the running
+    commands (a training run saves its step and stops: :mod:`acvi_tf.training.stop_signal`;
+    SIGINT from a terminal reaches them itself), the runner waits for them and exits with
+    128 + the signal's number. Running the same command again resumes every run."""
+    with StopRequests() as stops:
+        return _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops)
+
+
+def _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops):
     stream = stream or sys.stdout
     parallel = max(1, parallel)
     if parallel > 1 and log_dir is None:
@@ -65,8 +80,18 @@ def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=0.2):
         out = dict(stdout=log, stderr=subprocess.STDOUT) if log is not None else {}
         return subprocess.Popen(argv, env=env, **out)
 
+    passed_on = False
     while pending or running:
-        while len(running) < parallel:
+        if stops.requested and not passed_on:
+            passed_on = True
+            print(f"=== {time.strftime('%H:%M:%S')} {signal.Signals(stops.signum).name}: "
+                  f"starting nothing more; waiting for {len(running)} running command(s) "
+                  f"to save and stop", file=stream, flush=True)
+            if stops.signum == signal.SIGTERM:
+                for _, proc, _, _ in running:
+                    if proc.poll() is None:
+                        proc.send_signal(signal.SIGTERM)
+        while len(running) < parallel and not stops.requested:
             ready = [j for j in pending if j.waits_for is None or finished(j.waits_for)]
             if not ready:
                 break
@@ -76,6 +101,10 @@ def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=0.2):
                    if log_dir is not None else None)
             argv = job.todo()[0]
             running.append([job, start(job, log, argv), log, argv])
+        if not running and stops.requested:
+            print(f"=== stopped: run the same command again to resume ({len(pending)} "
+                  f"job(s) not started)", file=stream, flush=True)
+            raise SystemExit(128 + stops.signum)
         if not running:  # what is left waits for a run nobody will make
             for job in pending:
                 print(f"{job.name}: not run, the run it starts from ({job.waits_for}) is not "
@@ -94,13 +123,18 @@ def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=0.2):
                 print(f"{job.name}: `{shell(argv)}` exited 0 but is still to do",
                       file=stream)
                 code = 1
-            elif following:  # the job's next command
+            elif following and not stops.requested:  # the job's next command
                 item[1], item[3] = start(job, log, following[0]), following[0]
                 continue
             if log is not None:
                 log.close()
             running.remove(item)
-            status = "done" if code == 0 else f"FAILED (exit code {code})"
+            status = ("done" if code == 0 else
+                      f"stopped by a signal (exit code {code}); it resumes when run again"
+                      if code in STOPPED_CODES else f"FAILED (exit code {code})")
+            if code == 0 and following:
+                status = "stopped after a finished command; it resumes when run again"
+                code = 1
             failed += code != 0
             where = f"; its output: {log.name}" if log is not None and code else ""
             print(f"=== {time.strftime('%H:%M:%S')} {job.name}: {status}{where}", file=stream,

@@ -7,7 +7,7 @@ step count, the schedules and the data position, periodic validation,
 progress output, deterministic (stateless) seeding, TensorBoard scalars, text
 and attention images, a ``tf.distribute`` strategy, and a clean stop on a
 non-finite loss that never applies the bad update and keeps the last good
-checkpoint.
+checkpoint, and a stop on SIGTERM or SIGINT that saves the step it was at.
 
 Data protocol: ``train_data(position) -> iterator of (batch, next_position)``
 where ``position`` is a JSON-serialisable value (``None`` at the start); the
@@ -24,6 +24,7 @@ log, evaluate and save); the jobs it delegates live beside it:
 * :mod:`~acvi_tf.training.best_checkpoint` -- ``--select_best``;
 * :mod:`~acvi_tf.training.train_log` -- progress lines, TensorBoard, ``history.jsonl``;
 * :mod:`~acvi_tf.training.finite` -- the stop on a non-finite loss;
+  :mod:`~acvi_tf.training.stop_signal` -- the stop, with a checkpoint, on SIGTERM / SIGINT;
 * :mod:`~acvi_tf.training.distribute` -- strategies, the chief, replicas' shares.
 
 The names callers import from here (``Trainer``, ``TrainConfig``, ``make_optimizer``,
@@ -51,12 +52,13 @@ from acvi_tf.training.checkpoints import (  # noqa: F401
     listed_checkpoints, readable_checkpoints, resume_checkpoint)
 from acvi_tf.training.config import TrainConfig  # noqa: F401
 from acvi_tf.training.distribute import (  # noqa: F401
-    XLA_REPLICAS_MESSAGE, check_shared_model_dir, is_chief, make_strategy, trim_to_replicas,
-    xla_replicas_supported)
+    XLA_REPLICAS_MESSAGE, check_shared_model_dir, is_chief, make_strategy, num_workers,
+    trim_to_replicas, xla_replicas_supported)
 from acvi_tf.training.finite import TrainingDiverged, check_finite  # noqa: F401
 from acvi_tf.training.optimizers import apply_new_learning_rate, make_optimizer, model_precision
 from acvi_tf.training.run_checkpoints import RunCheckpoints
 from acvi_tf.training.step import train_step
+from acvi_tf.training.stop_signal import Interrupted, StopRequests  # noqa: F401
 from acvi_tf.training.train_log import TrainLog, progress_bar
 from acvi_tf.utils.ops import fold_seed
 
@@ -288,6 +290,46 @@ class Trainer:
         self._since = time.time()
         position = saved_position
         bar = progress_bar(cfg.progress, cfg.train_steps, step)
+        # SIGTERM / SIGINT: finish the step, save, stop (stop_signal). Not across workers:
+        # they would stop at different steps and wait for each other's collectives.
+        with StopRequests(enabled=num_workers(self.strategy) == 1) as stops:
+            step, position, first, last = self._loop(step, end, iterator, position, first,
+                                                     bar, stops)
+        if bar:
+            bar.close()
+        if self._dropped_rows:
+            r = self.strategy.num_replicas_in_sync
+            self.log(f"{self._dropped_rows} rows of batches not divisible by the {r} "
+                     f"replicas were dropped in this session")
+            self.reports.history({"step": step, "dropped_rows": self._dropped_rows})
+        if first is None and latest is None:
+            raise RuntimeError("train_steps is 0 and no checkpoint exists")
+        # (this session's last save, else the one it resumed from: the state file may
+        # name a newer checkpoint that could not be read and was resumed past)
+        newest = self.checkpoints.saved_step if self.checkpoints.saved_step is not None else (
+            checkpoint_step(latest) if latest else None)
+        if newest != step:
+            self.save(position)
+        if not self.is_chief:
+            shutil.rmtree(self.write_dir, ignore_errors=True)
+        if self.selection and step == cfg.train_steps:
+            # The last evaluation competes with the earlier ones, so it is one of them (the
+            # periodic protocol: a final-protocol score, beam and full set, would beat them
+            # by its decoding alone). The final-protocol evaluation is then the selected
+            # model's, kept by the evaluator for the results (not a point of the curves).
+            result = self.evaluate(step, final=False)
+            self.restore_best()
+            if self.eval_fn is not None and self.is_chief:
+                self.eval_fn(self.model, step, final=True)
+        else:
+            result = self.evaluate(step)
+        return {**last, **(result or {})}
+
+    def _loop(self, step, end, iterator, position, first, bar, stops):
+        """The steps of :meth:`train` from ``step`` to ``end``: ``(step, position, first
+        batch, last logged metrics)``. On a stop request (``stops``) after a step, that
+        step's checkpoint and then :class:`Interrupted`."""
+        cfg = self.config
         window, t0, last = [], time.time(), {}
         unchecked = []  # [(step, metrics)] whose finiteness the host has not read yet
         while step < end:
@@ -330,35 +372,14 @@ class Trainer:
                 self.evaluate(step)
             if saves:
                 self.save(position)
-        if bar:
-            bar.close()
-        if self._dropped_rows:
-            r = self.strategy.num_replicas_in_sync
-            self.log(f"{self._dropped_rows} rows of batches not divisible by the {r} "
-                     f"replicas were dropped in this session")
-            self.reports.history({"step": step, "dropped_rows": self._dropped_rows})
-        if first is None and latest is None:
-            raise RuntimeError("train_steps is 0 and no checkpoint exists")
-        # (this session's last save, else the one it resumed from: the state file may
-        # name a newer checkpoint that could not be read and was resumed past)
-        newest = self.checkpoints.saved_step if self.checkpoints.saved_step is not None else (
-            checkpoint_step(latest) if latest else None)
-        if newest != step:
-            self.save(position)
-        if not self.is_chief:
-            shutil.rmtree(self.write_dir, ignore_errors=True)
-        if self.selection and step == cfg.train_steps:
-            # The last evaluation competes with the earlier ones, so it is one of them (the
-            # periodic protocol: a final-protocol score, beam and full set, would beat them
-            # by its decoding alone). The final-protocol evaluation is then the selected
-            # model's, kept by the evaluator for the results (not a point of the curves).
-            result = self.evaluate(step, final=False)
-            self.restore_best()
-            if self.eval_fn is not None and self.is_chief:
-                self.eval_fn(self.model, step, final=True)
-        else:
-            result = self.evaluate(step)
-        return {**last, **(result or {})}
+            if stops.requested:  # this step's checkpoint, then stop
+                self._check_finite(unchecked)
+                if not saves:
+                    self.save(position)
+                if bar:
+                    bar.close()
+                raise Interrupted(stops.signum, step, cfg.model_dir)
+        return step, position, first, last
 
     def run_info(self, metrics):
         """What every task's results.json records of the training: the steps, the training

@@ -78,3 +78,28 @@ def test_a_job_waits_for_the_run_it_starts_from(tmp_path, capsys):
 
 def test_shell_names_the_interpreter_python_and_quotes():
     assert shell([sys.executable, "-m", "x", "--a=b c"]) == "python -m x '--a=b c'"
+
+
+def test_sigterm_passes_to_the_running_command_and_starts_nothing_more(tmp_path, capsys):
+    """The runner is sent SIGTERM (here by its own command, so that it arrives while that
+    command runs): it passes it on, waits for the command to save and stop (exit 143),
+    starts no other job and exits with 143; the stopped job resumes when run again."""
+    marker = tmp_path / "saved"
+    child = ("import os, signal, sys, time\n"
+             "def stop(signum, frame):\n"
+             "    open(sys.argv[1], 'w').write('saved'); sys.exit(128 + signum)\n"
+             "signal.signal(signal.SIGTERM, stop)\n"
+             "os.kill(os.getppid(), signal.SIGTERM)\n"
+             "time.sleep(120)\n")
+    running = Job("running", lambda: [] if marker.exists() else
+                  [[sys.executable, "-c", child, str(marker)]])
+    later, path = _chain(tmp_path, "later", ["train"])
+    with pytest.raises(SystemExit) as stopped:
+        run_jobs([running, later], poll_seconds=0.05)
+    assert stopped.value.code == 128 + 15
+    assert marker.read_text() == "saved" and not os.path.exists(path)
+    out = capsys.readouterr().out
+    assert "SIGTERM: starting nothing more" in out
+    assert "running: stopped by a signal (exit code 143); it resumes when run again" in out
+    assert "run the same command again to resume (1 job(s) not started)" in out
+    assert run_jobs([running, later]) == 0 and os.path.exists(path)
