@@ -58,7 +58,7 @@ from acvi_tf.training.finite import TrainingDiverged, check_finite  # noqa: F401
 from acvi_tf.training.optimizers import apply_new_learning_rate, make_optimizer, model_precision
 from acvi_tf.training.run_checkpoints import RunCheckpoints
 from acvi_tf.training.step import train_step
-from acvi_tf.training.stop_signal import Interrupted, StopRequests  # noqa: F401
+from acvi_tf.training.stop_signal import Interrupted, StopRequests
 from acvi_tf.training.train_log import TrainLog, progress_bar
 from acvi_tf.utils.ops import fold_seed
 
