@@ -69,6 +69,12 @@ class SummarizationConfig:
     meteor: bool = setting(True, "Score METEOR 1.5 (exact and full; needs java). Each mode "
                            "starts the jar (~15 s), so the smoke profile skips it.",
                            restore=SAVED)
+    lead_sentences: int = setting(3, "--mode=lead3: the leading article sentences that make "
+                                  "the summary (3: Table 1's lead-3 row; 1: lead-1, the "
+                                  "first sentence alone).", lower_bound=1, restore=SAVED)
+    lead_split: str = setting("test", "--mode=lead3: the split it summarizes (val: a "
+                              "reference for runs scored with --mode=val).",
+                              choices=("test", "val"), restore=SAVED)
     eval_before_coverage: bool = setting(True, "With --coverage_steps, also evaluate on test "
                                          "at the end of the last phase (Table 1's rows "
                                          "without coverage).", restore=SAVED)
@@ -241,19 +247,23 @@ class SummarizationTask(Task):
         return data
 
     def lead3(self, model_dir):
-        """``--mode=lead3``, Table 1's lead-3 row: the first three sentences of each test
-        article; the fields of results.json."""
+        """``--mode=lead3``, Table 1's lead-3 row: the first ``lead_sentences`` (3) sentences
+        of each test article; the fields of results.json. With ``lead_split=val`` the
+        scores go to its ``val`` section, as ``--mode=val`` writes a model's."""
         watch = Stopwatch()
-        pairs, report = read_pairs("test", self.config.max_eval_pairs, log=self.log)
-        hyps = [novelty.lead3(p.article) for p in pairs]
-        write_lines(os.path.join(model_dir, "decode_test.txt"),
+        n, split = self.config.lead_sentences, self.config.lead_split
+        pairs, report = read_pairs(split, self.config.max_eval_pairs, log=self.log)
+        hyps = [novelty.lead3(p.article, n) for p in pairs]
+        write_lines(os.path.join(model_dir, f"decode_{split}.txt"),
                     [" ".join(h) for h in hyps])
         scores = score_summaries(hyps, [p.abstract_sents for p in pairs], self.config.meteor,
                                  self.log)
-        scores.update(test_articles=len(pairs), test_data_report=report, steps=0,
+        scores.update({f"{split}_articles": len(pairs), f"{split}_data_report": report},
                       eval_wall_time_sec=watch.seconds())
-        return self.results(scores, system="lead-3",
-                            extra={"head": None, "vocab_size": None, "decode": None})
+        extra = {"head": None, "vocab_size": None, "decode": None, "lead_sentences": n}
+        if split == "val":
+            return self.results({"steps": 0}, system=f"lead-{n}", extra={**extra, "val": scores})
+        return self.results({**scores, "steps": 0}, system=f"lead-{n}", extra=extra)
 
     def summaries(self, trained, texts, attention_for=()):
         """Article texts -> (word lists, attention) with the final search, in the coverage

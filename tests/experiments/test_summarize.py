@@ -150,6 +150,26 @@ def test_lead3_scores_the_first_three_sentences(tmp_path, env):
         assert f.read().split("\n")[:6] == [" ".join(p.abstract_sents) for p in pairs]
 
 
+def test_lead1_on_val_writes_the_first_sentence_to_the_val_section(tmp_path, env):
+    model_dir = str(tmp_path / "lead1")
+    r = _cli(["--mode=lead3", "--profile=smoke", "--lead_sentences=1", "--lead_split=val",
+              f"--model_dir={model_dir}"], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.load(open(os.path.join(model_dir, "results.json")))
+    assert res["system"] == "lead-1" and res["lead_sentences"] == 1
+    assert res["val"]["val_articles"] == 6 and "test_articles" not in res
+    assert "rouge" not in res and not os.path.exists(os.path.join(model_dir, "decode_test.txt"))
+    # The fixture's val abstracts are an article's first sentence, then 5 words of its
+    # last: lead-1 is that first sentence, all of whose words are in the reference.
+    assert 50 < res["val"]["rouge"]["rouge_1"] < 100
+    from acvi_tf.data import cnndm
+    path = os.path.join(env["ACVI_DATA_MIRROR"], "cnn_dailymail", "finished_files", "chunked",
+                        "val_000.bin")
+    with open(os.path.join(model_dir, "decode_val.txt")) as f:
+        lines = f.read().split("\n")[:6]
+    assert lines == [p.abstract_sents[0] for p in cnndm.read_bin(path)]
+
+
 def test_flag_errors_name_the_flag(tmp_path, env):
     r = _cli(["--profile=smoke", "--nocoverage", f"--model_dir={tmp_path / 'x'}"], env)
     assert r.returncode != 0 and "--coverage_steps" in r.stderr
