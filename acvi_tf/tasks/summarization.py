@@ -248,8 +248,9 @@ class SummarizationTask(Task):
 
     def lead3(self, model_dir):
         """``--mode=lead3``, Table 1's lead-3 row: the first ``lead_sentences`` (3) sentences
-        of each test article; the fields of results.json. With ``lead_split=val`` the
-        scores go to its ``val`` section, as ``--mode=val`` writes a model's."""
+        of each article of ``lead_split`` (test); the fields of results.json. With
+        ``lead_split=val`` the scores go to its ``val`` section, as ``--mode=val`` writes a
+        model's."""
         watch = Stopwatch()
         n, split = self.config.lead_sentences, self.config.lead_split
         pairs, report = read_pairs(split, self.config.max_eval_pairs, log=self.log)
