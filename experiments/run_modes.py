@@ -27,7 +27,7 @@ from typing import Callable
 
 from absl import app, flags
 
-from acvi_tf.run.results import update_results
+from acvi_tf.run.results import record_results
 from acvi_tf.tasks import TASKS
 from acvi_tf.tasks.decode_batches import read_lines, write_output
 from acvi_tf.training.trainer import is_chief
@@ -120,7 +120,7 @@ def run(cli, task, model_dir, flag_values=FLAGS):
     if mode in TRAIN_MODES:
         trained = train(cli, task, model_dir, fv)
         if mode == "train" or not is_chief():  # the chief alone evaluates and writes results
-            update_results(model_dir, **trained.info)
+            record_results(model_dir, **trained.info)
             return 0
     else:
         task.load_data(model_dir, read_only=mode in xflags.READ_ONLY_MODES)
@@ -136,7 +136,7 @@ def run(cli, task, model_dir, flag_values=FLAGS):
             task.export(trained, model_dir, fv.export_dir)
             return 0
         if extra:  # a mode of the task's own that adds sections to results.json
-            update_results(model_dir, **getattr(task, extra.method)(trained, model_dir))
+            record_results(model_dir, **getattr(task, extra.method)(trained, model_dir))
             return 0
     task.finish(model_dir, task.evaluate(trained, model_dir))
     return 0

@@ -60,6 +60,20 @@ def add_diversity(data, log=None):
     return data
 
 
+def run_provenance(model_dir):
+    """The ``provenance`` entry of ``results.json`` (:func:`acvi_tf.utils.provenance.summary`)
+    over the run's segments so far; this ends the run's open segment, so it is called by
+    the last step of a mode that writes results."""
+    return provenance.summary(*end_segment(model_dir))
+
+
+def record_results(model_dir, **fields):
+    """:func:`update_results` with the run's :func:`run_provenance`: what a mode that adds
+    sections to ``results.json`` without finishing the run writes (``--mode=train``,
+    ``--mode=val``, ``--mode=duc2004``), so that every results.json names its commit."""
+    return update_results(model_dir, **fields, provenance=run_provenance(model_dir))
+
+
 def finish_results(model_dir, data, log=None):
     """Merges a run's results into ``results.json``, adding the total wall time, the
     diversity of every decode (:func:`add_diversity`) and the run's ``provenance``
@@ -68,9 +82,8 @@ def finish_results(model_dir, data, log=None):
     path = os.path.join(model_dir, "results.json")
     previous = load_json(path) if os.path.exists(path) else {}
     train_seconds = data.get("train_wall_time_sec", previous.get("train_wall_time_sec", 0.0))
-    segments, end = end_segment(model_dir)
     data = dict(data, wall_time_sec=train_seconds + data.get("eval_wall_time_sec", 0.0),
-                provenance=provenance.summary(segments, end))
+                provenance=run_provenance(model_dir))
     add_diversity(data, log)
     results = update_results(model_dir, **data)
     if log:

@@ -1,6 +1,7 @@
 """How a CLI ends: SIGTERM stops a training run with a checkpoint and the shell's exit
 code, and the same command resumes it (experiments/guard.py, acvi_tf/training/stop_signal.py)."""
 
+import json
 import os
 import re
 import signal
@@ -36,3 +37,6 @@ def test_sigterm_saves_the_step_exits_143_and_the_same_command_resumes(tmp_path)
                     + args[3:], env=env, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"at step {step}" in again.stderr and "resumed from" in again.stderr
+    # --mode=train's results.json names the commit, over both starts of the run
+    provenance = json.load(open(os.path.join(model_dir, "results.json")))["provenance"]
+    assert provenance["segments"] == 2 and "commit" in provenance

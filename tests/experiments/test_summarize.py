@@ -118,6 +118,9 @@ def test_train_eval_then_duc2004_and_decode(tmp_path, env):
     assert duc["command"].startswith("python -m experiments.summarize --mode=duc2004")
     with open(duc["decode_file"]) as f:
         assert len(f.read().rstrip("\n").split("\n")) == 500
+    # a mode that adds a section records the run's provenance with it: two starts that wrote
+    provenance = json.load(open(os.path.join(model_dir, "results.json")))["provenance"]
+    assert provenance["segments"] == 2 and "commit" in provenance
 
     # The trained model's settings are fixed: a different one is refused, naming the flag.
     r = _cli(["--mode=eval", f"--model_dir={model_dir}", "--attention=soft"], env)
