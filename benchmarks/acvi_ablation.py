@@ -22,7 +22,10 @@ A B C ...), so a load that changes during the run affects every row alike:
 * ``soft_block_lstm`` and ``acvi_kl0_block_lstm``: ``soft`` and ``acvi_kl0`` with the
   encoder's BiLSTMs run by TensorFlow's fused ``BlockLSTM`` kernel
   (``--lstm_impl=block``) instead of the scan recurrence (not under ``--xla``: the kernel
-  has no XLA version).
+  has no XLA version);
+* ``soft_no_grad_norm``: ``soft`` without the gradient's global norm and its clipping
+  (the norm traced as a constant, no clip): the price of the ``L2Loss`` ops that the op
+  profile (:mod:`benchmarks.op_profile`) books per step, which overlap other ops there.
 
 ``--rows`` times a subset (e.g. ``--rows=soft,soft_block_lstm``).
 
@@ -50,9 +53,17 @@ SIZES = {"translation": (TRANSLATION_MODEL, 128, 50, 50),
          "summarization": (dict(SUMMARIZATION_MODEL, dropout=0.0), 16, 400, 100),
          "toy": (TOY_MODEL, 2, 5, 4)}  # checks the harness; times nothing of interest
 ROWS = ("soft", "acvi", "acvi_kl0", "acvi_bound", "acvi_kl0_no_variance", "acvi_kl0_no_noise",
-        "soft_plain_loop", "acvi_kl0_plain_loop", "soft_block_lstm", "acvi_kl0_block_lstm")
+        "soft_plain_loop", "acvi_kl0_plain_loop", "soft_block_lstm", "acvi_kl0_block_lstm",
+        "soft_no_grad_norm")
 PLAIN_LOOP = "_plain_loop"
 BLOCK_LSTM = "_block_lstm"
+NO_GRAD_NORM = "_no_grad_norm"
+
+
+def _unit_norm(tensors, name=None):
+    """tf.linalg.global_norm's stand-in in the ``_no_grad_norm`` rows: no arithmetic."""
+    import tensorflow as tf
+    return tf.constant(1.0)
 
 
 def _contexts():
@@ -95,6 +106,7 @@ def build_steps(size, rows, seed=0, xla=False):
                          np.random.default_rng(seed))
     batch = {k: tf.constant(v) for k, v in batch.items()}
     original, replaced = acvi_module.sample_mixed_context, _contexts()
+    global_norm = tf.linalg.global_norm
     steps = {}
     try:
         for row in rows:
@@ -103,16 +115,22 @@ def build_steps(size, rows, seed=0, xla=False):
             optimizer = Adam(1e-3)  # the Trainer's
             model.build_for_checkpoint(batch)
             optimizer.build(model.trainable_variables)
-            step = tf.function(make_train_step(model, optimizer), autograph=False,
-                               jit_compile=xla)
+            no_norm = row.endswith(NO_GRAD_NORM)
+            step = tf.function(make_train_step(model, optimizer, 0.0 if no_norm else 5.0),
+                               autograph=False, jit_compile=xla)
             fn = functools.partial(step, seed=tf.constant(1))
-            # ACVI looks the sampler up when the step is traced: trace under the row's.
+            # ACVI looks the sampler up, and the step the norm, when the step is traced:
+            # trace under the row's.
             acvi_module.sample_mixed_context = replaced.get(row, original)
+            if no_norm:
+                tf.linalg.global_norm = _unit_norm
             fn(batch)
             acvi_module.sample_mixed_context = original
+            tf.linalg.global_norm = global_norm
             steps[row] = fn
     finally:
         acvi_module.sample_mixed_context = original
+        tf.linalg.global_norm = global_norm
     return steps, batch
 
 

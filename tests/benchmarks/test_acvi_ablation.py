@@ -21,6 +21,24 @@ def test_toy_run_writes_every_row_and_leaves_acvi_unpatched(tmp_path):
     assert acvi.sample_mixed_context is original
 
 
+def test_the_no_grad_norm_row_traces_no_norm_and_leaves_tensorflow_unpatched():
+    """soft has one L2Loss per gradient (tf.linalg.global_norm's); soft_no_grad_norm none,
+    and the same model otherwise; tf.linalg.global_norm is TensorFlow's again after."""
+    original = tf.linalg.global_norm
+    steps, batch = acvi_ablation.build_steps("toy", ["soft", "soft_no_grad_norm"])
+    assert tf.linalg.global_norm is original
+
+    def op_types(fn):
+        graph = fn.func.get_concrete_function(batch, seed=tf.constant(1)).graph
+        types = [op.type for op in graph.get_operations()]
+        for function in graph.as_graph_def().library.function:
+            types += [node.op for node in function.node_def]
+        return types
+    soft, ablated = op_types(steps["soft"]), op_types(steps["soft_no_grad_norm"])
+    assert soft.count("L2Loss") > 0 and ablated.count("L2Loss") == 0
+    assert ablated.count("MatMul") == soft.count("MatMul")
+
+
 def test_the_ablated_samplers_remove_what_they_say():
     """no_noise is the posterior mean (Eq. 25 without its noise); no_variance keeps a
     noise of constant scale 1e-3 instead of sqrt(sum_i a_i^2 sigma_i^2)."""
