@@ -101,7 +101,55 @@ def table1_cpu():
         + [_versus(entry)] for _, entry in _baseline_first(final, "soft_coverage")])
 
 
-BLOCKS = {"table4-cpu": table4_cpu, "table1-cpu": table1_cpu}
+# The README's answer to "does ACVI help?": (table JSON, row key, label, baseline key,
+# baseline label, score key, score label, where). Rows not rendered yet say so.
+VERDICTS = (
+    ("table4_cpu", "acvi", "ACVI (ours)", "soft", "soft attention", "test_bleu",
+     "test2016 BLEU", "Multi30k En→De, Table 4 at CPU scale, converged"),
+    ("table4_cpu", "acvi_paper_elbo", "ACVI with the paper's ELBO", "soft", "soft attention",
+     "test_bleu", "test2016 BLEU", "Multi30k En→De, Table 4 at CPU scale, converged"),
+    ("table1_cpu", "acvi_coverage", "pointer-generator + ACVI (ours) + coverage", "soft_coverage",
+     "pointer-generator + coverage (SA)", "rouge_1", "ROUGE-1",
+     "CNN/DM, Table 1 at CPU scale, 2,000 steps"),
+    ("table1_cpu", "acvi_paper_elbo_coverage",
+     "pointer-generator + ACVI with the paper's ELBO + coverage",
+     "soft_coverage", "pointer-generator + coverage (SA)", "rouge_1", "ROUGE-1",
+     "CNN/DM, Table 1 at CPU scale, 2,000 steps"),
+)
+
+
+def reading(low, high):
+    """Where a difference's 95% interval lies against 0: ahead, behind or level."""
+    if low > 0:
+        return "**ahead**"
+    if high < 0:
+        return "**behind**"
+    return "**level** (the interval spans 0: no evidence either way)"
+
+
+def verdict():
+    """One line per comparison of :data:`VERDICTS`: the reading of its two-level interval,
+    the difference, the interval, Welch's p and the seeds on each side."""
+    lines, tables = [], {}
+    for table, key, label, base, base_label, score, score_label, where in VERDICTS:
+        data = tables.setdefault(table, _load(table))
+        entry, baseline = data.get(key), data.get(base, {})
+        head = f"- {label} against {base_label}, {score_label} ({where}): "
+        if not entry or entry.get("diff_to_soft") is None:
+            lines.append(head + "not run yet.")
+            continue
+        low, high = entry["ci95"]
+        seeds = (len([v for v in entry[score] if v is not None]),
+                 len([v for v in baseline.get(score, []) if v is not None]))
+        lines.append(head + f"{reading(low, high)}: {_versus(entry)}, "
+                            f"{seeds[0]} vs {seeds[1]} seeds.")
+    sources = sorted(tables)
+    lines += ["", "Generated from " + " and ".join(
+        f"[results/{t}.json](results/{t}.json)" for t in sources) + "."]
+    return lines
+
+
+BLOCKS = {"table4-cpu": table4_cpu, "table1-cpu": table1_cpu, "verdict": verdict}
 
 
 def render(text, blocks=None, where=README):

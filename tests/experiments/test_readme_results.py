@@ -59,3 +59,34 @@ def test_the_table4_lines_carry_every_number_from_the_json(tmp_path, monkeypatch
     os.remove(tmp_path / "results" / "table4_cpu.json")
     with pytest.raises(SystemExit, match="table4_cpu.json: missing"):
         readme_results.table4_cpu()
+
+
+def test_the_verdict_reads_the_interval_and_counts_the_seeds(tmp_path, monkeypatch):
+    """ahead / behind only where the two-level interval excludes 0; a row not in the JSON
+    yet says so; each line carries the difference, the interval, Welch's p and the seeds."""
+    assert readme_results.reading(0.1, 2.0) == "**ahead**"
+    assert readme_results.reading(-2.0, -0.1) == "**behind**"
+    assert readme_results.reading(-0.1, 2.0).startswith("**level**")
+    assert readme_results.reading(0.0, 2.0).startswith("**level**")  # 0 inside: level
+    table4 = {"soft": {"name": "Baseline", "test_bleu": [36.0, 37.0, 36.5],
+                       "diff_to_soft": None, "ci95": None, "welch_p": None},
+              "acvi": {"name": "ACVI", "test_bleu": [38.0, 39.0], "diff_to_soft": 2.25,
+                       "ci95": [0.5, 3.9], "welch_p": 0.03}}
+    table1 = {"soft_coverage": {"rouge_1": [29.0, 30.0], "diff_to_soft": None},
+              "acvi_coverage": {"rouge_1": [27.0, 27.5, None], "diff_to_soft": -2.2,
+                                "ci95": [-3.0, -1.5], "welch_p": 0.004},
+              "acvi_paper_elbo_coverage": {"rouge_1": [], "diff_to_soft": None}}
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "table4_cpu.json").write_text(json.dumps(table4))
+    (tmp_path / "results" / "table1_cpu.json").write_text(json.dumps(table1))
+    monkeypatch.setattr(readme_results, "REPO_ROOT", str(tmp_path))
+    lines = readme_results.verdict()
+    assert lines[0] == ("- ACVI (ours) against soft attention, test2016 BLEU (Multi30k En→De, "
+                        "Table 4 at CPU scale, converged): **ahead**: +2.25 [+0.50, +3.90], "
+                        "Welch p = 0.03, 2 vs 3 seeds.")
+    assert lines[1].endswith("against soft attention, test2016 BLEU (Multi30k En→De, Table 4 "
+                             "at CPU scale, converged): not run yet.")
+    assert "**behind**: -2.20 [-3.00, -1.50], Welch p = 4.0e-03, 2 vs 2 seeds." in lines[2]
+    assert lines[3].endswith("not run yet.")
+    assert lines[-1] == ("Generated from [results/table1_cpu.json](results/table1_cpu.json) "
+                         "and [results/table4_cpu.json](results/table4_cpu.json).")
