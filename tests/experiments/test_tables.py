@@ -306,6 +306,26 @@ def test_table5_seeds_give_mean_and_std():
     assert _row(text, "SA")[1:3] == ["23.00 ± 1.41 (2 seeds)", "5.00 ± 0.00 (2 seeds)"]
     assert _row(text, "ACVI, the paper's ELBO (Eq. 22 taken literally)")[1] == "21.00"
     assert _row(text, "ACVI")[-1] == "not run"
+    # Counting seeds: one seed a side has no Welch test; the baseline compares with nothing.
+    assert _row(text, "SA")[4] == "–"
+    assert _row(text, "ACVI, the paper's ELBO (Eq. 22 taken literally)")[4] == (
+        "-2.00, Welch p = – (1 vs 2 seeds)")
+
+
+def test_table5_counts_seeds_with_welch_against_scipy():
+    from scipy import stats
+
+    def run(system, seed, r1):
+        argv = ["summarize.py"] + ([f"--seed={seed}"] if seed else [])
+        return _summary(system, "soft", argv=argv, command=" ".join(argv),
+                        duc2004={"rouge_1": r1, "rouge_2": 5.0, "rouge_l": 20.0,
+                                 "command": f"python -m d {seed}"})
+    soft, acvi = [22.0, 24.0, 23.5], [23.0, 25.5, 26.0]
+    text = tables.RENDER["table5"]([run("soft", i, v) for i, v in enumerate(soft)]
+                                   + [run("acvi", i, v) for i, v in enumerate(acvi)])
+    p = stats.ttest_ind(acvi, soft, equal_var=False).pvalue
+    assert _row(text, "ACVI")[4] == f"+1.67, Welch p = {p:.3f} (3 vs 3 seeds)"
+    assert "Welch p" in text.split("\n")[2]  # the header names the test
 
 
 def test_table5_keeps_the_plain_seq2seq_rows_of_two_vocabularies_apart():
