@@ -55,6 +55,9 @@ from acvi_tf.utils.packages import package_subdir
 SEE_OPTIONS = "-c 95 -2 -1 -U -r 1000 -n 4 -w 1.2 -a -m"
 RUSH_DUC2004_OPTIONS = "-c 95 -r 1000 -n 2 -w 1.2 -a -m -b 75"
 PRESETS = {"cnndm": SEE_OPTIONS, "duc2004": RUSH_DUC2004_OPTIONS}
+# Where a summarization run keeps its DUC2004 summaries' own ROUGE-1 recall (percent, in
+# input order), beside results.json: Table 5 resamples them with the seeds.
+DUC2004_ITEMS = "rouge1_items_duc2004.json"
 
 _DB_NAME = "WordNet-2.0.exc.db"
 _STOPWORDS = "smart_common_words.txt"
@@ -284,6 +287,7 @@ def rouge(hypotheses, references, options="cnndm", multi_ref=False, return_outpu
     opts = PRESETS.get(options, options).split()
     if "-e" in opts or "-z" in opts:
         raise ValueError("-e and -z are set by this wrapper")
+    options_used = " ".join(opts)  # -d only prints each summary's scores: not recorded
     if per_item and "-d" not in opts:
         opts.append("-d")
     data = data_dir()
@@ -325,7 +329,7 @@ def rouge(hypotheses, references, options="cnndm", multi_ref=False, return_outpu
         raise RougeError(f"no scores in ROUGE-1.5.5's output: {r.stdout[-2000:]}")
     if per_item:
         result["items"] = parse_items(r.stdout, len(hypotheses))
-    result["options"] = " ".join(opts)
+    result["options"] = options_used
     result["count"] = len(hypotheses)
     if return_output:
         result["output"] = r.stdout

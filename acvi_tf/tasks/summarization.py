@@ -34,7 +34,7 @@ from acvi_tf.tasks.summarization_eval import (SummarizationEvaluator,  # noqa: F
                                               read_pairs, score_summaries,
                                               summary_sentences)
 from acvi_tf.training.schedules import ModeSchedule, PhaseSchedule, milestones
-from acvi_tf.utils.files import write_lines
+from acvi_tf.utils.files import save_json, write_lines
 from acvi_tf.utils.progress import Stopwatch, log
 from acvi_tf.utils.settings import ADOPTED, SAVED, setting
 
@@ -313,13 +313,19 @@ class SummarizationTask(Task):
 
     def duc2004(self, trained, model_dir):
         """``--mode=duc2004``, Table 5: a CNN/DM model summarizes DUC2004's 500 inputs; ROUGE
-        recall at 75 bytes, the ``duc2004`` section of results.json."""
+        recall at 75 bytes, the ``duc2004`` section of results.json, and each summary's
+        ROUGE-1 recall in :data:`acvi_tf.metrics.rouge.DUC2004_ITEMS`."""
         watch = Stopwatch()
         duc = cnndm.read_duc2004()
         _, words, _ = self.summaries(trained, duc.inputs)
         path = os.path.join(model_dir, "decode_duc2004.txt")
         write_lines(path, [" ".join(w) for w in words])
-        result = rouge.rouge_duc2004([[" ".join(w)] for w in words], duc.references)
+        result = rouge.rouge_duc2004([[" ".join(w)] for w in words], duc.references,
+                                     per_item=True)
+        # ROUGE-1.5.5's own per-summary ROUGE-1 recall, for a test that resamples the
+        # summaries as well as the seeds (Table 5's comparison).
+        save_json(os.path.join(model_dir, rouge.DUC2004_ITEMS),
+                  [100 * r for r in result.pop("items")["rouge_1"]["r"]])
         scores = percent_rouge(result, measure="r")
         self.log(f"DUC2004 ROUGE-1/2/L recall (75 bytes): {scores['rouge_1']:.2f} / "
                  f"{scores['rouge_2']:.2f} / {scores['rouge_l']:.2f}")

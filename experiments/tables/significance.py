@@ -161,16 +161,22 @@ def _bleu_seeds_vs(baseline, row, references, n_samples):
                 subset=n < len(refs))
 
 
-def rouge1_seeds_vs(baseline, row, n_samples=SEED_SAMPLES):
-    """As :func:`bleu_seeds_vs` for ROUGE-1 F1: the two-level bootstrap of the archived
-    per-summary scores and Welch's t over the runs' ROUGE-1; None without them."""
+def _cnndm_rouge1(r):
+    return (r.get("rouge") or {}).get("rouge_1")
+
+
+def rouge1_seeds_vs(baseline, row, n_samples=SEED_SAMPLES, items_file=ROUGE_ITEMS,
+                    score=_cnndm_rouge1):
+    """As :func:`bleu_seeds_vs` for ROUGE-1: the two-level bootstrap of the per-summary
+    scores in each run's ``items_file`` (CNN/DM test F1 by default; Table 5 passes the
+    DUC2004 recall file) and Welch's t over the runs' ``score``; None without them."""
     import json as json_lib
     from acvi_tf.metrics import significance as sig
 
     def items(runs):
         out = []
         for r in runs:
-            path = os.path.join(run_dir(r) or "", ROUGE_ITEMS)
+            path = os.path.join(run_dir(r) or "", items_file)
             if run_dir(r) and os.path.exists(path):
                 with open(path, encoding="utf-8") as f:
                     out.append((r, json_lib.load(f)))
@@ -182,7 +188,6 @@ def rouge1_seeds_vs(baseline, row, n_samples=SEED_SAMPLES):
     res = sig.two_level_bootstrap([sig.item_statistics(v[:n]) for _, v in base],
                                   [sig.item_statistics(v[:n]) for _, v in cand],
                                   sig.mean_from_statistics, n_samples)
-    score = lambda r: (r.get("rouge") or {}).get("rouge_1")  # noqa: E731
     welch = sig.welch_t([score(r) for r, _ in base if score(r) is not None],
                         [score(r) for r, _ in cand if score(r) is not None])
     return dict(res, welch_p=None if welch is None else welch["p_value"], sentences=n,

@@ -118,6 +118,10 @@ def test_train_eval_then_duc2004_and_decode(tmp_path, env):
     assert duc["command"].startswith("python -m experiments.summarize --mode=duc2004")
     with open(duc["decode_file"]) as f:
         assert len(f.read().rstrip("\n").split("\n")) == 500
+    # each summary's own ROUGE-1 recall, for Table 5's bootstrap: they average to the
+    # reported score (up to ROUGE-1.5.5's bootstrap estimate of the mean)
+    items = json.load(open(os.path.join(model_dir, "rouge1_items_duc2004.json")))
+    assert len(items) == 500 and abs(sum(items) / 500 - duc["rouge_1"]) < 0.1
     # a mode that adds a section records the run's provenance with it: two starts that wrote
     provenance = json.load(open(os.path.join(model_dir, "results.json")))["provenance"]
     assert provenance["segments"] == 2 and "commit" in provenance

@@ -3,6 +3,7 @@ per profile the table uses), every dry run prints every run's command, and the
 baselines' results land on their own rows."""
 
 import io
+import json
 import os
 
 import pytest
@@ -326,6 +327,47 @@ def test_table5_counts_seeds_with_welch_against_scipy():
     p = stats.ttest_ind(acvi, soft, equal_var=False).pvalue
     assert _row(text, "ACVI")[4] == f"+1.67, Welch p = {p:.3f} (3 vs 3 seeds)"
     assert "Welch p" in text.split("\n")[2]  # the header names the test
+
+
+def test_table5_resamples_seeds_and_summaries_where_every_run_kept_its_scores(tmp_path):
+    """With each run's per-summary DUC2004 recall beside its results.json, the cell is
+    Table 1's two-level bootstrap (seeds, then summaries) with Welch's t over the runs'
+    scores; a run without the file leaves the row at the difference and Welch's t."""
+    import numpy as np
+    from scipy import stats
+
+    from acvi_tf.metrics import significance as sig
+    from acvi_tf.metrics.rouge import DUC2004_ITEMS
+    rng = np.random.default_rng(0)
+
+    def run(system, seed, items, keep=True):
+        d = tmp_path / f"{system}{seed}"
+        d.mkdir()
+        if keep:
+            (d / DUC2004_ITEMS).write_text(json.dumps(items))
+        argv = ["summarize.py"] + ([f"--seed={seed}"] if seed else [])
+        return _summary(system, "soft", argv=argv, command=" ".join(argv),
+                        _path=str(d / "results.json"),
+                        duc2004={"rouge_1": float(np.mean(items)), "rouge_2": 5.0,
+                                 "rouge_l": 20.0, "command": f"python -m d {seed}"})
+    soft_items = [list(rng.uniform(10, 30, 40)) for _ in range(3)]
+    acvi_items = [list(rng.uniform(12, 32, 40)) for _ in range(3)]
+    soft = [run("soft", i, v) for i, v in enumerate(soft_items)]
+    acvi = [run("acvi", i, v) for i, v in enumerate(acvi_items)]
+    want = sig.two_level_bootstrap([sig.item_statistics(v) for v in soft_items],
+                                   [sig.item_statistics(v) for v in acvi_items],
+                                   sig.mean_from_statistics, 10_000)
+    p = stats.ttest_ind([np.mean(v) for v in acvi_items], [np.mean(v) for v in soft_items],
+                        equal_var=False).pvalue
+    low, high = want["ci95"]
+    text = tables.RENDER["table5"](soft + acvi)
+    assert _row(text, "ACVI")[4] == (f"{want['difference']:+.2f} [{low:+.2f}, {high:+.2f}], "
+                                     f"Welch p = {p:.3f} (3 vs 3 seeds)")
+    # one seed decoded before the scores were kept: no interval for the row
+    acvi[2] = run("acvi", 3, acvi_items[2], keep=False)
+    text = tables.RENDER["table5"](soft + acvi)
+    assert _row(text, "ACVI")[4].endswith(f", Welch p = {p:.3f} (3 vs 3 seeds)")
+    assert "[" not in _row(text, "ACVI")[4]
 
 
 def test_table5_keeps_the_plain_seq2seq_rows_of_two_vocabularies_apart():
