@@ -15,10 +15,11 @@ import shutil
 
 from acvi_tf.metrics.rouge import DUC2004_ITEMS
 
-# DUC2004_ITEMS: Table 5's per-summary ROUGE-1 recall (ours, computed by --mode=duc2004;
-# the references stay out).
+# DUC2004_ITEMS: Table 5's per-summary ROUGE-1 recall (numbers computed by --mode=duc2004).
+# Its decode_duc2004.txt stays out: its summaries copy much of DUC2004's NIST-licensed
+# inputs, which are not to be republished.
 ARCHIVED = ("results.json", "history.jsonl", "decode_dev.txt", "decode_test.txt",
-            "decode_val.txt", "decode_duc2004.txt", DUC2004_ITEMS, "flags.txt",
+            "decode_val.txt", DUC2004_ITEMS, "flags.txt",
             "model_config.json")
 # Per-summary ROUGE-1 F1 of a CNN/DM run's test decode (percent), for the paired bootstrap.
 ROUGE_ITEMS = "rouge1_items_test.json"
