@@ -49,7 +49,8 @@ bench-peers-train: $(PEERS_VENV)/.installed  ## end-to-end Multi30k training, ou
 	$(PYTHON) -m benchmarks.peers.train_e2e --peer_python $(PEERS_VENV)/bin/python $(PEERS_ARGS)
 
 status:  ## where the table runs under runs/ stand: state, step, selection metric (last, best), tokens/s, time left
-	$(PYTHON) -m experiments.tables status --runs_root $(or $(wildcard runs/*),runs)
+	@if [ -d runs ]; then $(PYTHON) -m experiments.tables status --runs_root $(or $(wildcard runs/*),runs); \
+	else echo "no runs yet: runs/ does not exist (make demo or a table target makes it)"; fi
 
 demo:  ## a short Multi30k En->De run of soft and acvi (+ copy baseline), the two at once: table, example translations, an attention heat map -> results/demo.md
 	$(PYTHON) -m experiments.tables run demo --runs_root runs/demo --out results/demo.md --parallel 2

@@ -100,3 +100,20 @@ def test_the_cli_prints_one_line_a_run_and_names_a_missing_root(tmp_path, capsys
     assert "dev_bleu 35.10 (35.10 @ 1,000)" in lines[1]
     assert runner.main(["status", "--runs_root", str(tmp_path / "nope")]) == 2
     assert "--runs_root=" in capsys.readouterr().out
+
+
+def test_make_status_on_a_fresh_clone_says_there_are_no_runs(tmp_path):
+    """`make status` before any run (no runs/) is one line and success, not a traceback;
+    an explicit --runs_root that does not exist stays an error naming it."""
+    import shutil
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    shutil.copy(os.path.join(root, "Makefile"), tmp_path / "Makefile")
+    done = subprocess.run(["make", "-s", "status"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("no runs yet: runs/ does not exist (make demo or a table "
+                                   "target makes it)")
+    with pytest.raises(FileNotFoundError, match="--runs_root=.*nope: no such directory"):
+        status.find_runs([str(tmp_path / "nope")])
