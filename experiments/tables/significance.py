@@ -204,6 +204,11 @@ def p_text(p, n_samples):
     return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
+def welch_text(p):
+    """Welch's p as the tables print it: 3 decimals, 1 significant digit below 0.001."""
+    return "–" if p is None else (f"{p:.3f}" if p >= 0.001 else f"{p:.1e}")
+
+
 def seeds_cell(res):
     """``+1.25 [-0.01, +2.49], Welch p = 0.150 (3 vs 3 seeds)``, ``skipped (reason)`` or
     None."""
@@ -213,8 +218,7 @@ def seeds_cell(res):
         return f"skipped ({res['skipped']})"
     na, nb = res["seeds"]
     low, high = res["ci95"]
-    p = res.get("welch_p")
-    welch = "–" if p is None else (f"{p:.3f}" if p >= 0.001 else f"{p:.1e}")
+    welch = welch_text(res.get("welch_p"))
     subset = f", first {res['sentences']} sentences" if res.get("subset") else ""
     return (f"{res['difference']:+.2f} [{low:+.2f}, {high:+.2f}], Welch p = {welch} "
             f"({nb} vs {na} seed{'s' if na > 1 else ''}{subset})")

@@ -45,8 +45,7 @@ def seeds_vs_baseline(baseline, row):
     a = [r["duc2004"]["rouge_1"] for r in baseline]
     b = [r["duc2004"]["rouge_1"] for r in row]
     welch = welch_t(a, b)
-    p = "–" if welch is None else (f"{welch['p_value']:.3f}" if welch["p_value"] >= 0.001
-                                   else f"{welch['p_value']:.1e}")
+    p = significance.welch_text(None if welch is None else welch["p_value"])
     return (f"{sum(b) / len(b) - sum(a) / len(a):+.2f}, Welch p = {p} "
             f"({len(b)} vs {len(a)} seed{'s' if len(a) > 1 else ''})")
 
