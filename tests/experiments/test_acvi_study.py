@@ -388,3 +388,19 @@ def test_the_converged_grid_chooses_by_mean_val_bleu_among_complete_cells(tmp_pa
     assert "**kl0**" in text and "| kl0 | KL weight 0, cpu_converged | 33.00 | 32.00 | 32.50 |" in text
     assert payload["final"] is False and "Provisional, 2 of 6 cells complete" in text
     assert "| kl1e-4 | KL weight 1e-4, cpu_converged | 50.00 | not run yet | – |" in text
+
+
+def test_the_archive_keeps_duc2004_scores_but_not_the_summaries_of_its_licensed_inputs(
+        tmp_path):
+    """Table 5's per-summary ROUGE-1 recall is archived (its two-level interval needs it);
+    the DUC2004 decode is not: its summaries copy DUC2004's NIST-licensed inputs."""
+    from acvi_tf.metrics.rouge import DUC2004_ITEMS
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({"duc2004": {"rouge_1": 20.0}}))
+    (run / DUC2004_ITEMS).write_text(json.dumps([10.0, 30.0]))
+    (run / "decode_duc2004.txt").write_text("a copied input sentence\n")
+    assert archive.archive([("row", str(run))], str(tmp_path / "archive")) == 1
+    kept = tmp_path / "archive" / "row"
+    assert json.loads((kept / DUC2004_ITEMS).read_text()) == [10.0, 30.0]
+    assert not (kept / "decode_duc2004.txt").exists()
