@@ -11,12 +11,14 @@ from acvi_tf import attention as attention_lib
 from acvi_tf import latent as latent_lib
 from acvi_tf.attention.scores import SCORES
 from acvi_tf.models.decoder import CELLS, AttentionDecoder
+from acvi_tf.models.diagnostics import diagnostic_sums
 from acvi_tf.models.encoder import Bridge, Encoder
 from acvi_tf.models.heads import HEADS
+from acvi_tf.models.word_dropout import word_dropout
 from acvi_tf.attention.base import TARGET_LOG_PROB
 from acvi_tf.utils.loop_gradients import (LOOP_KEY, SHARED_ROWS_KEY, LoopGradients, SharedRows,
                                          tensors_only)
-from acvi_tf.utils.ops import fold_seed, sequence_mask, stateless_uniform
+from acvi_tf.utils.ops import fold_seed, sequence_mask
 from acvi_tf.registry import registered_names
 from acvi_tf.utils.lstm_impl import LSTM_IMPLS
 from acvi_tf.utils.precision import PRECISIONS, policy_scope, to_float32
@@ -472,40 +474,6 @@ def first_step(batch):
         else:
             out[k] = v
     return out
-
-
-def diagnostic_sums(attention, tmask, memory_state, variant_values=None):
-    """Per-example sums behind the run diagnostics (divide by the counts they come with).
-
-    ``attention_entropy``: sum over real target steps of H(a_t) = -sum_i a_t^i log a_t^i
-    (nats), counted by ``num_tokens``; ``memory_norm``: sum over real source positions of
-    ||h_i||, counted by ``source_positions``; each of the variant's per-position
-    ``variant_values`` ([B, N], e.g. ACVI's ``sigma_mean``), summed over real positions.
-    """
-    entropy = -tf.reduce_sum(attention * tf.math.log(tf.maximum(attention, 1e-30)), axis=-1)
-    smask = tf.cast(memory_state["mask"], tf.float32)
-    out = {"attention_entropy": tf.reduce_sum(entropy * tmask, axis=1),
-           "memory_norm": tf.reduce_sum(tf.norm(memory_state["memory"], axis=-1) * smask, axis=1),
-           "source_positions": tf.reduce_sum(smask, axis=1)}
-    for name, value in (variant_values or {}).items():
-        out[name] = tf.reduce_sum(value * smask, axis=1)
-    return out
-
-
-def word_dropout(ids, rate, seed, pad_id=0, unk_id=1):
-    """Word dropout on decoder inputs (Bowman et al., "Generating Sentences from a
-    Continuous Space", CoNLL 2016, Section 3.2; used by Bahuleyan et al., COLING 2018).
-
-    Each token of ``ids`` [B, T] becomes ``unk_id`` with probability ``rate``,
-    except position 0 (<bos>) and padding, so the decoder has to lean on the
-    latent / attention context rather than on the previous word. ``seed`` is a
-    stateless seed: the same seed gives the same mask.
-    """
-    ids = tf.convert_to_tensor(ids)
-    drop = stateless_uniform(tf.shape(ids), seed) < rate
-    not_first = tf.range(tf.shape(ids)[1])[None, :] > 0
-    drop = drop & not_first & tf.not_equal(ids, pad_id)
-    return tf.where(drop, tf.cast(unk_id, ids.dtype), ids)
 
 
 def _swap_batch_time(x):

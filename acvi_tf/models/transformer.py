@@ -25,6 +25,7 @@ import keras
 import tensorflow as tf
 
 from acvi_tf.decoding.greedy import write_time
+from acvi_tf.models.diagnostics import diagnostic_sums
 from acvi_tf.models.heads import HEADS
 from acvi_tf.models.seq2seq import Seq2Seq
 from acvi_tf.utils.layers import CompositeLayer
@@ -389,7 +390,6 @@ class Transformer(keras.Model):
         out = {"nll": -tf.reduce_sum(target_lp * tmask, axis=1),
                "num_tokens": tf.reduce_sum(tmask, axis=1)}
         if diagnostics:
-            from acvi_tf.models.seq2seq import diagnostic_sums
             out.update(diagnostic_sums(attention, tmask, memory_state))
         if return_attention:
             out["attention"] = attention

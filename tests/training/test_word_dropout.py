@@ -6,7 +6,8 @@ import numpy as np
 import tensorflow as tf
 
 from acvi_tf.data.synthetic import ReverseTask
-from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq, word_dropout
+from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
+from acvi_tf.models.word_dropout import word_dropout
 from acvi_tf.utils.ops import fold_seed
 
 PAD, UNK, BOS = 0, 1, 2
