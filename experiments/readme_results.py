@@ -146,6 +146,11 @@ def verdict():
     sources = sorted(tables)
     lines += ["", "Generated from " + " and ".join(
         f"[results/{t}.json](results/{t}.json)" for t in sources) + "."]
+    figures = [f"results/{t}_seeds.png" for t in sources
+               if os.path.exists(os.path.join(REPO_ROOT, "results", f"{t}_seeds.png"))]
+    if figures:
+        lines += ["Every seed of every row, against its baseline's spread: " + ", ".join(
+            f"[{f}]({f})" for f in figures) + "."]
     return lines
 
 

@@ -34,6 +34,7 @@ from experiments.tables import preflight, shard as shard_lib
 from experiments.tables.registry import RENDER, SPECS, TABLES, TASK_OF
 from acvi_tf.training.train_log import read_history
 from experiments.tables.curves import plot_rows
+from experiments.tables.seeds_plot import plot_seeds
 from experiments.tables.render import RESULT_KEYS, SYSTEM_NAMES, find_results
 from experiments.tables.spec import CONFIG_DIR, REPO_ROOT
 
@@ -176,10 +177,24 @@ def write_table(table, results, out=None, epilogue=()):
                      f"({drawn} runs; a row's seeds share its colour): the evaluations "
                      f"logged during training (history.jsonl), on the eval subset with "
                      f"the eval decoding, not the final scores of the table.")
+    data = spec.data(results) if out and spec.data else None
+    if data is not None and spec.seeds:
+        score, baseline, label = spec.seeds
+        png = os.path.splitext(out)[0] + "_seeds.png"
+        if plot_seeds(data, score, baseline, label, f"{table}: every seed", png):
+            text += (f"\n\n## Every seed\n\n![every seed's score per row]"
+                     f"({os.path.basename(png)})\n\nOne dot per seed that ran (none left "
+                     f"out), the red bar the row's mean; the shaded band behind a row is its "
+                     f"baseline's mean ± sample std, the seed-to-seed noise the row's "
+                     f"difference is read against (a row far below it, a floor or a row "
+                     f"that fails to learn, is an arrow at the left edge with its mean). "
+                     f"On the right: the row's seeds and, where the table "
+                     f"compares it with the baseline counting seeds, Δ of the means, the "
+                     f"two-level bootstrap's 95% interval and Welch's p.")
     if out:
         write_report(out, text)
-        if spec.data:
-            save_json(os.path.splitext(out)[0] + ".json", spec.data(results))
+        if data is not None:
+            save_json(os.path.splitext(out)[0] + ".json", data)
     return text
 
 

@@ -33,6 +33,10 @@ class Table:
     # data(results) -> a JSON-able dict written beside the markdown (<out>.json): the
     # table's numbers for scripts; None: no JSON.
     data: Optional[Callable] = None
+    # (score, baseline, axis label): the figure of every seed of every row against the
+    # baseline's spread, drawn from ``data``'s per-seed ``score`` lists
+    # (:mod:`experiments.tables.seeds_plot`); (): no figure.
+    seeds: tuple = ()
     # The profiles whose runs the table shows (results.json "profile"), () for every one:
     # one table per recipe, e.g. table4-cpu (cpu_converged) beside table4-cpu-2500 (cpu),
     # whose archived runs share row names.

@@ -303,18 +303,20 @@ def table4_cpu_data(results):
 # The figure beside the tables (experiments.tables.curves).
 CURVES = (("eval", "dev_bleu", "dev BLEU (eval subset, eval decoding)", False),
           ("eval", "dev_nll", "dev NLL per token", False))
+# The figure of every seed (experiments.tables.seeds_plot).
+SEEDS = ("test_bleu", "soft", "test2016 BLEU")
 TABLES = {
     "table4": Table(TABLE4_RUNS, table4, "translate", curves=CURVES),
     "table4-cpu": Table(TABLE4_CPU_RUNS, functools.partial(
         table4_cpu, title="Table 4 at CPU scale, converged: Multi30k En→De, BLEU",
         recipe=TABLE4_CPU_RECIPE), "translate",
                         archive="results/table4_cpu/runs", curves=CURVES,
-                        data=table4_cpu_data, profiles=(TABLE4_CPU_PROFILE,)),
+                        data=table4_cpu_data, profiles=(TABLE4_CPU_PROFILE,), seeds=SEEDS),
     # The 2,500-step table it replaces, kept renderable: its own archive and the ACVI
     # study's seeds of the soft, ACVI and paper-ELBO rows (results/acvi_study.md).
     "table4-cpu-2500": Table(TABLE4_CPU_2500_RUNS, functools.partial(
         table4_cpu, title="Table 4 at CPU scale, 2,500 steps (superseded by "
                           "table4_cpu.md): Multi30k En→De, BLEU"), "translate",
         archive="results/table4_cpu/runs_2500", archives=("results/acvi_study/runs",),
-        curves=CURVES, data=table4_cpu_data, profiles=("cpu",)),
+        curves=CURVES, data=table4_cpu_data, profiles=("cpu",), seeds=SEEDS),
 }

@@ -90,3 +90,8 @@ def test_the_verdict_reads_the_interval_and_counts_the_seeds(tmp_path, monkeypat
     assert lines[3].endswith("not run yet.")
     assert lines[-1] == ("Generated from [results/table1_cpu.json](results/table1_cpu.json) "
                          "and [results/table4_cpu.json](results/table4_cpu.json).")
+    # the every-seed figures are linked where they exist
+    (tmp_path / "results" / "table4_cpu_seeds.png").write_bytes(b"png")
+    assert readme_results.verdict()[-1] == (
+        "Every seed of every row, against its baseline's spread: "
+        "[results/table4_cpu_seeds.png](results/table4_cpu_seeds.png).")
