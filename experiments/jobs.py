@@ -33,10 +33,13 @@ SINGLE_THREAD = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
 class Job:
     """``todo()``: the argv lists still to run, in order (empty: done). ``waits_for``: a
     run directory whose ``results.json`` must exist before the job starts (a warm start's
-    source), or None."""
+    source), or None. ``done()``: called once the job's last command has succeeded, while
+    the other jobs still run (the tables archive each run there as soon as it ends), or
+    None; what it returns is printed when it is a non-empty string."""
     name: str
     todo: Callable[[], list]
     waits_for: Optional[str] = None
+    done: Optional[Callable[[], Optional[str]]] = None
 
 
 def shell(argv):
@@ -139,4 +142,13 @@ def _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops):
             where = f"; its output: {log.name}" if log is not None and code else ""
             print(f"=== {time.strftime('%H:%M:%S')} {job.name}: {status}{where}", file=stream,
                   flush=True)
+            if code == 0 and job.done is not None:
+                try:
+                    said = job.done()
+                except OSError as e:  # a full disk or a missing folder: the run stays
+                    said = f"FAILED after the run: {e}"
+                    failed += 1
+                if said:
+                    print(f"=== {time.strftime('%H:%M:%S')} {job.name}: {said}", file=stream,
+                          flush=True)
     return failed

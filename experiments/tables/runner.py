@@ -82,20 +82,23 @@ def plan(table, runs_root, only=None, seeds=(0,)):
     return out
 
 
-def archive_runs(table, runs):
-    """Archives the finished ``runs`` (of :func:`plan`) into the table's archive, if it
-    has one; returns how many were copied."""
+def archive_runs(table, runs, archive_root=REPO_ROOT):
+    """Archives the finished ``runs`` (of :func:`plan`) into the table's archive under
+    ``archive_root`` (a repository: this one, or e.g. the main checkout when the runs
+    train from a worktree at a fixed commit), if the table has one; returns how many
+    were copied."""
     if not SPECS[table].archive:
         return 0
     return archive([(name, model_dir) for name, _, model_dir, _ in runs],
-                   os.path.join(REPO_ROOT, SPECS[table].archive))
+                   os.path.join(archive_root, SPECS[table].archive))
 
 
 def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seeds=(0,),
-              parallel=1, shard=None):
+              parallel=1, shard=None, archive_root=REPO_ROOT):
     """Checks the data of every run, runs the missing ones (``parallel`` at a time, each
-    job's output in ``<runs_root>/logs`` when more than one), archives every finished run
-    of the table under ``runs_root``, renders the table to ``out``. ``shard=(I, N)``:
+    job's output in ``<runs_root>/logs`` when more than one), archives each run as soon as
+    it ends and then every finished run of the table under ``runs_root`` (into the table's
+    archive under ``archive_root``), renders the table to ``out``. ``shard=(I, N)``:
     only the I-th of N disjoint slices of the runs (:mod:`~experiments.tables.shard`);
     the table still renders from every run under ``runs_root``. Returns 2, running
     nothing, when data (or features, or trained models) are missing; 1 when a run failed
@@ -118,13 +121,22 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
         return 2
     if dry_run:
         return 0
-    failed = run_jobs([Job(run[0], lambda run=run: todo(run)) for run in runs], parallel,
+    where = os.path.normpath(os.path.join(archive_root, SPECS[table].archive))
+
+    def archived(run):
+        # at once, not after the last run: a machine lost hours later loses no finished run
+        if archive_runs(table, [run], archive_root):
+            return f"archived in {where}"
+        return None
+
+    failed = run_jobs([Job(run[0], lambda run=run: todo(run), done=lambda run=run: archived(run))
+                       for run in runs], parallel,
                       os.path.join(runs_root, "logs") if parallel > 1 else None, stream)
     # every seed of every run found under runs_root, not only the ones run now
     every = plan(table, runs_root, seeds=sorted(set(seeds) | _seeds_under(runs_root)))
-    copied = archive_runs(table, every)
+    copied = archive_runs(table, every, archive_root)
     if copied:
-        print(f"{copied} finished runs archived in {SPECS[table].archive}", file=stream)
+        print(f"{copied} finished runs archived in {where}", file=stream)
     if failed:
         print(f"{failed} run(s) failed; the table is not written", file=stream)
         return 1
@@ -227,6 +239,10 @@ def main(argv=None):
                    help="run only the I-th (1..N) of N disjoint slices of the chosen runs, "
                         "e.g. one per machine of a cluster sharing --runs_root; every "
                         "machine needs the same --only and --seeds")
+    p.add_argument("--archive_root", default=REPO_ROOT,
+                   help="the repository whose results/ receives the finished runs' small "
+                        "files (default: this checkout); e.g. the main checkout when the "
+                        "runs train from a git worktree at a fixed commit")
     p = sub.add_parser("status", help="where the runs under a runs root stand: state, step, "
                        "the selection metric (last and best), tokens/s, time left")
     p.add_argument("--runs_root", nargs="+", required=True,
@@ -259,8 +275,11 @@ def main(argv=None):
                 shard = shard_lib.parse(args.shard)
             except ValueError as e:
                 parser.error(f"--shard: {e}")
+        if not os.path.isdir(args.archive_root):
+            parser.error(f"--archive_root: {args.archive_root} is not a directory")
         return run_table(args.table, args.runs_root, args.out, args.dry_run, only=only,
-                         seeds=seeds, parallel=args.parallel, shard=shard)
+                         seeds=seeds, parallel=args.parallel, shard=shard,
+                         archive_root=os.path.abspath(args.archive_root))
     results = find_results(args.runs, *RESULT_KEYS[TASK_OF[args.command]])
     if not results:
         parser.error(f"--runs: no results.json of a translation run under {args.runs}")

@@ -59,6 +59,34 @@ def test_a_failure_ends_its_job_only_and_is_counted(tmp_path, capsys):
     assert "bad: FAILED (exit code 3); its output: " in out and os.path.exists(path)
 
 
+def test_done_runs_as_each_job_ends_and_only_after_success(tmp_path, capsys):
+    """A job's ``done`` runs once its last command succeeded, while a slower job still
+    runs (the tables archive each run there), never for a failed job; an OSError in it
+    is reported and counted, not raised."""
+    calls = []
+    mark = tmp_path / "slow.done"
+    slow = Job("slow", lambda: [] if mark.exists() else [
+        [sys.executable, "-c", f"import time; time.sleep(1.5); open({str(mark)!r}, 'w')"]],
+        done=lambda: calls.append("slow") or "slow archived")
+    fast, path = _chain(tmp_path, "fast", ["train", "eval"])
+    fast = Job("fast", fast.todo,
+               done=lambda: calls.append(("fast", os.path.exists(path), calls.copy())))
+    bad = Job("bad", lambda: [[sys.executable, "-c", "raise SystemExit(3)"]],
+              done=lambda: calls.append("bad"))
+    assert run_jobs([slow, fast, bad], parallel=3, log_dir=str(tmp_path / "logs"),
+                    poll_seconds=0.05) == 1
+    # fast finished (both commands) before slow, and its done ran before slow ended
+    assert calls == [("fast", True, []), "slow"]
+    assert "slow: slow archived" in capsys.readouterr().out
+
+    def full():
+        raise OSError("No space left on device")
+    broken = Job("broken", lambda: [] if os.path.exists(tmp_path / "x") else [
+        [sys.executable, "-c", f"open({str(tmp_path / 'x')!r}, 'w')"]], done=full)
+    assert run_jobs([broken], poll_seconds=0.05) == 1
+    assert "broken: FAILED after the run: No space left on device" in capsys.readouterr().out
+
+
 def test_a_command_that_succeeds_without_finishing_is_not_rerun_forever(tmp_path, capsys):
     lazy = Job("lazy", lambda: [[sys.executable, "-c", "pass"]])
     assert run_jobs([lazy]) == 1

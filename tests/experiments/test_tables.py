@@ -518,6 +518,9 @@ def test_seeds_run_in_parallel_are_archived_and_rendered_from_the_archive(tmp_pa
                             seeds=(0, 1), parallel=2) == 0
     assert (runs_root / "logs" / "multi30k_ved_s1.log").exists()
     assert sorted(os.listdir(archive)) == ["multi30k_ved", "multi30k_ved_s1"]
+    said = capsys.readouterr().out
+    # each run archived as it ended, then the sweep over every finished run
+    assert said.count(f"archived in {archive}") == 3, said
     assert (archive / "multi30k_ved_s1" / "decode_test.txt").exists()
     row = _row(out.read_text(), "VED (Bahuleyan et al. 2018)")
     assert row[2] == "20.50 ± 0.71 (2 seeds)"
@@ -528,6 +531,34 @@ def test_seeds_run_in_parallel_are_archived_and_rendered_from_the_archive(tmp_pa
         runner.SPECS["table4-cpu"].result_paths(str(runs_root))))
     assert _row(text, "VED (Bahuleyan et al. 2018)")[2] == "20.50 ± 0.71 (2 seeds)"
     assert "FAILED" not in capsys.readouterr().out
+
+
+def test_archive_root_sends_the_archive_to_another_checkout(tmp_path, monkeypatch, capsys):
+    """``--archive_root``: runs trained from a worktree at a fixed commit archive into the
+    main checkout's results/ as each ends; a missing folder is refused naming the flag."""
+    from experiments.tables import runner
+    fake = tmp_path / "fake_train.py"
+    fake.write_text(
+        "import json, os, sys\n"
+        "args = dict(a[2:].split('=', 1) for a in sys.argv[1:] if '=' in a)\n"
+        "os.makedirs(args['model_dir'], exist_ok=True)\n"
+        "cmd = ' '.join(['python', '-m', 'experiments.translate'] + sys.argv[1:])\n"
+        "json.dump({'task': 'translate', 'system': 'ved', 'profile': 'cpu_converged',\n"
+        "           'steps': 10, 'dataset': 'multi30k', 'src': 'en', 'tgt': 'de',\n"
+        "           'bleu': {'dev': 19.0, 'test': 20.0}, 'command': cmd, 'train_command': cmd},\n"
+        "          open(os.path.join(args['model_dir'], 'results.json'), 'w'))\n")
+    use_fake_trainer(monkeypatch, fake)
+    main = tmp_path / "main"
+    main.mkdir()
+    assert runner.main(["run", "table4-cpu", "--runs_root", str(tmp_path / "runs"), "--out",
+                        str(tmp_path / "t.md"), "--only", "multi30k_ved",
+                        "--archive_root", str(main)]) == 0
+    assert (main / "results" / "table4_cpu" / "runs" / "multi30k_ved" / "results.json").exists()
+    with pytest.raises(SystemExit):
+        runner.main(["run", "table4-cpu", "--runs_root", str(tmp_path / "runs"), "--out",
+                     str(tmp_path / "t.md"), "--archive_root", str(tmp_path / "nowhere")])
+    assert f"--archive_root: {tmp_path / 'nowhere'} is not a directory" in \
+        capsys.readouterr().err
 
 
 def test_table2_covers_the_rows_without_a_pointer_too():
