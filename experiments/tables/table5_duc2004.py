@@ -5,7 +5,7 @@ import os
 from acvi_tf.metrics.rouge import DUC2004_ITEMS
 from experiments.tables import significance
 from experiments.tables.render import (SYSTEM_NAMES, Footnotes, markdown_table, not_run,
-                                       profile_label, seed_runs, seeds_cell)
+                                       profile_label, seed_of, seed_runs, seeds_cell)
 from experiments.tables.spec import Table
 from experiments.tables.table1_summarization import SUMMARY_SCORES
 
@@ -25,13 +25,12 @@ def _row_system(r):
     return system
 
 
-def seeds_vs_baseline(baseline, row):
-    """A row's DUC2004 ROUGE-1 recall against the baseline's, counting seeds: where every
-    run of both kept its per-summary scores (:data:`acvi_tf.metrics.rouge.DUC2004_ITEMS`),
-    Table 1's test (``+0.17 [-0.40, +0.71], Welch p = 0.563 (3 vs 3 seeds)``: the two-level
-    bootstrap of seeds and summaries, and Welch's t over the seeds); otherwise the
-    difference of the means and Welch's t alone (``+0.17, Welch p = 0.563 (3 vs 3
-    seeds)``; – with fewer than 2 seeds a side). None for a row not run."""
+def compare_seeds(baseline, row):
+    """ROUGE-1 of ``row`` against ``baseline`` counting seeds: ``{"difference", "ci95",
+    "welch_p", "seeds": (n baseline, n row)}``. The two-level bootstrap interval of Table
+    1's test where every run of both kept its per-summary scores
+    (:data:`acvi_tf.metrics.rouge.DUC2004_ITEMS`), else ``ci95`` None and Welch's t over
+    the seeds alone. None for a row not run."""
     from acvi_tf.metrics.significance import welch_t
     if not baseline or not row:
         return None
@@ -40,19 +39,66 @@ def seeds_vs_baseline(baseline, row):
         return bool(significance.run_dir(r)) and os.path.exists(
             os.path.join(significance.run_dir(r), DUC2004_ITEMS))
     if all(map(kept_items, baseline + row)):
-        return significance.seeds_cell(significance.rouge1_seeds_vs(
-            baseline, row, items_file=DUC2004_ITEMS, score=lambda r: r["duc2004"]["rouge_1"]))
+        res = significance.rouge1_seeds_vs(baseline, row, items_file=DUC2004_ITEMS,
+                                           score=lambda r: r["duc2004"]["rouge_1"])
+        if res and "skipped" not in res:
+            return res
     a = [r["duc2004"]["rouge_1"] for r in baseline]
     b = [r["duc2004"]["rouge_1"] for r in row]
     welch = welch_t(a, b)
-    p = significance.welch_text(None if welch is None else welch["p_value"])
-    return (f"{sum(b) / len(b) - sum(a) / len(a):+.2f}, Welch p = {p} "
-            f"({len(b)} vs {len(a)} seed{'s' if len(a) > 1 else ''})")
+    return {"difference": sum(b) / len(b) - sum(a) / len(a), "ci95": None,
+            "welch_p": None if welch is None else welch["p_value"], "seeds": (len(a), len(b))}
+
+
+def seeds_vs_baseline(baseline, row):
+    """The table's cell of :func:`compare_seeds`: with the interval, as Table 1's
+    (``+0.17 [-0.40, +0.71], Welch p = 0.563 (3 vs 3 seeds)``), else the difference of
+    the means and Welch's t alone (``+0.17, Welch p = 0.563 (3 vs 3 seeds)``; – with
+    fewer than 2 seeds a side). None for a row not run."""
+    res = compare_seeds(baseline, row)
+    if res is None:
+        return None
+    if res["ci95"] is not None:
+        return significance.seeds_cell(res)
+    na, nb = res["seeds"]
+    return (f"{res['difference']:+.2f}, Welch p = {significance.welch_text(res['welch_p'])} "
+            f"({nb} vs {na} seed{'s' if na > 1 else ''})")
+
+
+def _rows(results):
+    return [dict(r, system=_row_system(r)) for r in results if r.get("duc2004")]
+
+
+def table5_data(results):
+    """results/table5.json: one entry per row that ran (its system), per profile when
+    several (``"<system>@<profile>"`` beyond the first): every seed's DUC2004 ROUGE-1/2/L
+    recall and commit and, against SA, :func:`compare_seeds`' difference, interval (None
+    where the runs kept no per-summary scores) and Welch's p."""
+    results = _rows(results)
+    out = {}
+    for i, p in enumerate(sorted({r["profile"] for r in results})):
+        base = seed_runs(results, BASELINE, p)
+        for system in list(PAPER_TABLE5) + sorted({r["system"] for r in results}
+                                                  - set(PAPER_TABLE5)):
+            mine = seed_runs(results, system, p)
+            if not mine:
+                continue
+            entry = {"name": PAPER_TABLE5.get(system, (SYSTEM_NAMES.get(system, system),))[0],
+                     "profile": p, "seeds": [seed_of(r) for r in mine],
+                     **{k: [r["duc2004"][k] for r in mine] for k in SUMMARY_SCORES},
+                     "commit": [(r.get("provenance") or {}).get("commit") for r in mine],
+                     "diff_to_soft": None, "ci95": None, "welch_p": None}
+            res = None if system == BASELINE else compare_seeds(base, mine)
+            if res:
+                entry.update(diff_to_soft=res["difference"], ci95=res["ci95"],
+                             welch_p=res["welch_p"])
+            out[system if i == 0 else f"{system}@{p}"] = entry
+    return out
 
 
 def table5(results, title="Table 5: DUC2004 with CNN/DailyMail-trained models"):
     """DUC2004 transfer: ROUGE-1/2/L recall at 75 bytes, ours beside the paper's."""
-    results = [dict(r, system=_row_system(r)) for r in results if r.get("duc2004")]
+    results = _rows(results)
     profiles = sorted({r["profile"] for r in results}) or ["paper"]
     headers = ["Model"]
     for p in profiles:
@@ -110,4 +156,5 @@ TABLE5_RUNS = [(n, "table5_duc2004.flags", [])
 # The ACVI study's CNN/DM seeds (soft, ACVI and the paper's ELBO), once decoded on DUC2004.
 TABLES = {"table5": Table(TABLE5_RUNS, table5, "summarize",
                           archive="results/table5/runs",
-                          archives=("results/acvi_study/runs",))}
+                          archives=("results/acvi_study/runs",), data=table5_data,
+                          seeds=("rouge_1", BASELINE, "DUC2004 ROUGE-1 recall (75 bytes)"))}

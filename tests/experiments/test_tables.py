@@ -327,6 +327,15 @@ def test_table5_counts_seeds_with_welch_against_scipy():
     p = stats.ttest_ind(acvi, soft, equal_var=False).pvalue
     assert _row(text, "ACVI")[4] == f"+1.67, Welch p = {p:.3f} (3 vs 3 seeds)"
     assert "Welch p" in text.split("\n")[2]  # the header names the test
+    # the same numbers for scripts (results/table5.json), as Tables 1 and 4 give theirs
+    from experiments.tables import table5_duc2004
+    data = table5_duc2004.table5_data([run("soft", i, v) for i, v in enumerate(soft)]
+                                      + [run("acvi", i, v) for i, v in enumerate(acvi)])
+    assert sorted(data) == ["acvi", "soft"]
+    assert data["acvi"]["seeds"] == [0, 1, 2] and data["acvi"]["rouge_1"] == acvi
+    assert data["acvi"]["diff_to_soft"] == pytest.approx(sum(acvi) / 3 - sum(soft) / 3)
+    assert data["acvi"]["welch_p"] == pytest.approx(p) and data["acvi"]["ci95"] is None
+    assert data["soft"]["diff_to_soft"] is None
 
 
 def test_table5_resamples_seeds_and_summaries_where_every_run_kept_its_scores(tmp_path):
