@@ -11,6 +11,7 @@ instead.
 
 import json
 import os
+import shlex
 import shutil
 
 from acvi_tf.metrics.rouge import DUC2004_ITEMS
@@ -93,3 +94,37 @@ def read_hypotheses(path, count):
     if len(lines) != count:
         raise ValueError(f"{path}: {len(lines)} lines for {count} references")
     return lines
+
+
+def _command_key(argv):
+    """What identifies a run's command: its arguments after the interpreter, without
+    ``--model_dir`` (the runs root differs between machines) and with each
+    ``--flagfile`` reduced to its path under ``configs/`` (it was written relative to
+    whatever directory the run started in)."""
+    key = []
+    for a in argv[1:]:
+        if a.startswith("--model_dir="):
+            continue
+        if a.startswith("--flagfile=") and "configs/" in a:
+            a = "--flagfile=" + a.rsplit("configs/", 1)[1]
+        key.append(a)
+    return tuple(key)
+
+
+def archived_run(archive_root, name, argv):
+    """The archived ``results.json`` of run ``name`` under ``archive_root`` if a run of
+    the same command (:func:`_command_key`: the training command, or the DUC2004 decode
+    Table 5 runs) finished there, else None: the tables do not train again what their
+    archive already holds."""
+    path = os.path.join(archive_root, name, "results.json")
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            results = json.load(f)
+    except (OSError, ValueError):
+        return None  # unreadable: not evidence that the run finished
+    commands = [results.get("train_command"), results.get("command"),
+                (results.get("duc2004") or {}).get("command")]
+    want = _command_key(argv)
+    return path if any(c and _command_key(shlex.split(c)) == want for c in commands) else None

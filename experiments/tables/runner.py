@@ -28,7 +28,7 @@ import os
 import sys
 
 from acvi_tf.utils.files import save_json, write_report
-from experiments.archive import archive
+from experiments.archive import archive, archived_run
 from experiments.jobs import Job, run_jobs, shell
 from experiments.tables import preflight, shard as shard_lib
 from experiments.tables.registry import RENDER, SPECS, TABLES, TASK_OF
@@ -94,13 +94,15 @@ def archive_runs(table, runs, archive_root=REPO_ROOT):
 
 
 def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seeds=(0,),
-              parallel=1, shard=None, archive_root=REPO_ROOT):
+              parallel=1, shard=None, archive_root=REPO_ROOT, retrain_archived=False):
     """Checks the data of every run, runs the missing ones (``parallel`` at a time, each
     job's output in ``<runs_root>/logs`` when more than one), archives each run as soon as
     it ends and then every finished run of the table under ``runs_root`` (into the table's
     archive under ``archive_root``), renders the table to ``out``. ``shard=(I, N)``:
     only the I-th of N disjoint slices of the runs (:mod:`~experiments.tables.shard`);
-    the table still renders from every run under ``runs_root``. Returns 2, running
+    the table still renders from every run under ``runs_root``. A run whose command
+    finished and is in the archive is not run again (its archived results render the
+    row) unless ``retrain_archived``. Returns 2, running
     nothing, when data (or features, or trained models) are missing; 1 when a run failed
     (the table is not written)."""
     stream = stream or sys.stdout
@@ -111,17 +113,23 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
         of = f" (shard {shard[0]}/{shard[1]} of {len(runs)})"
         runs = shard_lib.select(runs, *shard)
 
+    where = os.path.normpath(os.path.join(archive_root, SPECS[table].archive))
+
+    def in_archive(run):  # its command finished and was archived: not trained again
+        return bool(SPECS[table].archive) and not retrain_archived and bool(
+            archived_run(where, run[0], run[1]))
+
     def todo(run):
-        return [] if preflight.done(task, run[2], run[3]) else [run[1]]
+        return [] if preflight.done(task, run[2], run[3]) or in_archive(run) else [run[1]]
 
     print(f"{table}: {len(runs)} runs under {runs_root}{of}", file=stream)
     for run in runs:
-        print(f"  [{'to run' if todo(run) else 'done'}] {shell(run[1])}", file=stream)
+        state = "to run" if todo(run) else "archived" if in_archive(run) else "done"
+        print(f"  [{state}] {shell(run[1])}", file=stream)
     if not preflight.CHECKS[task](table, runs, stream):
         return 2
     if dry_run:
         return 0
-    where = os.path.normpath(os.path.join(archive_root, SPECS[table].archive))
 
     def archived(run):
         # at once, not after the last run: a machine lost hours later loses no finished run
@@ -243,6 +251,8 @@ def main(argv=None):
                    help="the repository whose results/ receives the finished runs' small "
                         "files (default: this checkout); e.g. the main checkout when the "
                         "runs train from a git worktree at a fixed commit")
+    p.add_argument("--retrain_archived", action="store_true",
+                   help="train again the runs whose finished results are in the archive")
     p = sub.add_parser("status", help="where the runs under a runs root stand: state, step, "
                        "the selection metric (last and best), tokens/s, time left")
     p.add_argument("--runs_root", nargs="+", required=True,
@@ -279,7 +289,8 @@ def main(argv=None):
             parser.error(f"--archive_root: {args.archive_root} is not a directory")
         return run_table(args.table, args.runs_root, args.out, args.dry_run, only=only,
                          seeds=seeds, parallel=args.parallel, shard=shard,
-                         archive_root=os.path.abspath(args.archive_root))
+                         archive_root=os.path.abspath(args.archive_root),
+                         retrain_archived=args.retrain_archived)
     results = find_results(args.runs, *RESULT_KEYS[TASK_OF[args.command]])
     if not results:
         parser.error(f"--runs: no results.json of a translation run under {args.runs}")

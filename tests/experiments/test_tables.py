@@ -104,12 +104,15 @@ def test_dry_run_prints_the_command_of_every_run(table, tmp_path, monkeypatch):
     monkeypatch.setenv("ACVI_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)  # no feature store, no runs/ here
     out = io.StringIO()
-    code = tables.run_table(table, "runs", "t.md", dry_run=True, stream=out) \
+    # an empty archive: the repository's own would mark its finished runs [archived]
+    code = tables.run_table(table, "runs", "t.md", dry_run=True, stream=out,
+                            archive_root=str(tmp_path)) \
         if table in tables.SUMMARY_TABLES + tables.CAPTION_TABLES else None
     if code is None:  # the translation tables print to stdout
         import contextlib
         with contextlib.redirect_stdout(out):
-            code = tables.run_table(table, "runs", "t.md", dry_run=True)
+            code = tables.run_table(table, "runs", "t.md", dry_run=True,
+                                    archive_root=str(tmp_path))
     text = out.getvalue()
     assert code == (0 if table == "table3-smoke" else 2), text
     assert not os.path.exists(tmp_path / "t.md")
@@ -217,7 +220,8 @@ def test_only_runs_the_named_runs_and_refuses_unknown_names(tmp_path, monkeypatc
                                   ("table5", "pg_soft", ["pg_soft"])]:
         # As `make` runs it: `python -m` makes tables.py __main__, a second copy of the module.
         r = cli.run("experiments.tables", ["run", table, "--only", only, "--runs_root", "runs",
-                                           "--out", "t.md", "--dry_run"],
+                                           "--out", "t.md", "--dry_run",
+                                           "--archive_root", str(empty)],
                     env=dict(os.environ, PYTHONPATH=repo), cwd=str(tmp_path), timeout=300)
         lines = [l for l in r.stdout.split("\n") if "[to run]" in l]
         assert [l.split("runs/")[-1] for l in lines] == expected, r.stdout + r.stderr
@@ -551,7 +555,7 @@ def test_archive_root_sends_the_archive_to_another_checkout(tmp_path, monkeypatc
         "import json, os, sys\n"
         "args = dict(a[2:].split('=', 1) for a in sys.argv[1:] if '=' in a)\n"
         "os.makedirs(args['model_dir'], exist_ok=True)\n"
-        "cmd = ' '.join(['python', '-m', 'experiments.translate'] + sys.argv[1:])\n"
+        "cmd = ' '.join(['python'] + sys.argv)  # the command as run, as the CLIs record it\n"
         "json.dump({'task': 'translate', 'system': 'ved', 'profile': 'cpu_converged',\n"
         "           'steps': 10, 'dataset': 'multi30k', 'src': 'en', 'tgt': 'de',\n"
         "           'bleu': {'dev': 19.0, 'test': 20.0}, 'command': cmd, 'train_command': cmd},\n"
@@ -563,6 +567,20 @@ def test_archive_root_sends_the_archive_to_another_checkout(tmp_path, monkeypatc
                         str(tmp_path / "t.md"), "--only", "multi30k_ved",
                         "--archive_root", str(main)]) == 0
     assert (main / "results" / "table4_cpu" / "runs" / "multi30k_ved" / "results.json").exists()
+    # on a fresh machine (no runs root) the archived run is not trained again...
+    import shutil
+    shutil.rmtree(tmp_path / "runs")
+    capsys.readouterr()
+    args = ["run", "table4-cpu", "--runs_root", str(tmp_path / "runs"), "--out",
+            str(tmp_path / "t.md"), "--only", "multi30k_ved", "--archive_root", str(main)]
+    assert runner.main(args) == 0
+    said = capsys.readouterr().out
+    assert "[archived] python" in said and not (tmp_path / "runs" / "multi30k_ved").exists()
+    # ...its seed 1 is, and --retrain_archived trains seed 0 again
+    assert runner.main(args + ["--seeds", "0,1", "--retrain_archived"]) == 0
+    assert "[archived]" not in capsys.readouterr().out
+    assert (tmp_path / "runs" / "multi30k_ved" / "results.json").exists()
+    assert (tmp_path / "runs" / "multi30k_ved_s1" / "results.json").exists()
     with pytest.raises(SystemExit):
         runner.main(["run", "table4-cpu", "--runs_root", str(tmp_path / "runs"), "--out",
                      str(tmp_path / "t.md"), "--archive_root", str(tmp_path / "nowhere")])
