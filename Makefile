@@ -67,7 +67,13 @@ SEEDS ?= 0
 PARALLEL ?= 1
 SHARD ?=
 SHARD_ARGS = $(if $(SHARD),--shard $(SHARD))
-TABLE_ARGS = --seeds $(SEEDS) --parallel $(PARALLEL) $(SHARD_ARGS)
+# Runs start seed by seed (every row's seed 0, then seed 1, ...; ORDER=rows: a row's seeds
+# together). START_WITHIN=M starts no run after M minutes (an allocation's time left minus
+# one run's length), so no run is cut off half-trained.
+ORDER ?= seeds
+START_WITHIN ?=
+TABLE_ARGS = --seeds $(SEEDS) --parallel $(PARALLEL) $(SHARD_ARGS) --order $(ORDER) \
+	$(if $(START_WITHIN),--start_within $(START_WITHIN))
 table4-cpu: ONLY ?= multi30k_copy,multi30k_soft,multi30k_acvi,multi30k_acvi_paper_elbo
 table4-cpu:  ## Table 4 at CPU scale, converged: Multi30k En->De soft vs acvi, 8,000 steps, best val (~65 min each on one core; ONLY=all adds the baselines) -> results/table4_cpu.md
 	$(PYTHON) -m experiments.tables run table4-cpu --only $(ONLY) --runs_root runs/table4_cpu --out results/table4_cpu.md $(TABLE_ARGS)

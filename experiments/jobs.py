@@ -53,20 +53,26 @@ def finished(model_dir):
     return os.path.exists(os.path.join(model_dir, "results.json"))
 
 
-def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=0.2):
+def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=0.2,
+             start_until=None):
     """Runs every job's :attr:`Job.todo` commands, ``parallel`` jobs at a time and a job's
     commands one after the other; a failed command ends its job. Returns the number of
     jobs that failed or could not start (their ``waits_for`` never finished).
+
+    ``start_until`` (seconds since the epoch, or None): no job starts after it; a started
+    job still runs its remaining commands. The jobs left are listed and are not failures
+    (a session or a Slurm allocation ends at a known time: a run that cannot finish
+    before it would only be lost, its checkpoint with the machine).
 
     On SIGTERM or SIGINT nothing more starts; a SIGTERM is passed on to the running
     commands (a training run saves its step and stops: :mod:`acvi_tf.training.stop_signal`;
     SIGINT from a terminal reaches them itself), the runner waits for them and exits with
     128 + the signal's number. Running the same command again resumes every run."""
     with StopRequests() as stops:
-        return _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops)
+        return _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops, start_until)
 
 
-def _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops):
+def _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops, start_until=None):
     stream = stream or sys.stdout
     parallel = max(1, parallel)
     if parallel > 1 and log_dir is None:
@@ -94,7 +100,8 @@ def _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops):
                 for _, proc, _, _ in running:
                     if proc.poll() is None:
                         proc.send_signal(signal.SIGTERM)
-        while len(running) < parallel and not stops.requested:
+        closed = start_until is not None and time.time() >= start_until
+        while len(running) < parallel and not stops.requested and not closed:
             ready = [j for j in pending if j.waits_for is None or finished(j.waits_for)]
             if not ready:
                 break
@@ -108,6 +115,11 @@ def _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops):
             print(f"=== stopped: run the same command again to resume ({len(pending)} "
                   f"job(s) not started)", file=stream, flush=True)
             raise SystemExit(128 + stops.signum)
+        if not running and closed:
+            print(f"=== {time.strftime('%H:%M:%S')} the start window has closed: "
+                  f"{len(pending)} job(s) not started ({', '.join(j.name for j in pending)}); "
+                  f"run the same command again to start them", file=stream, flush=True)
+            return failed
         if not running:  # what is left waits for a run nobody will make
             for job in pending:
                 print(f"{job.name}: not run, the run it starts from ({job.waits_for}) is not "

@@ -7,7 +7,7 @@ it. Finished runs are skipped, so a table resumes. Also the command line::
     python -m experiments.tables table4 --runs runs/table4 --out results/table4.md
     python -m experiments.tables run table4-cpu --runs_root runs/table4_cpu \
         --out results/table4_cpu.md [--only multi30k_soft,multi30k_acvi] [--seeds 0,1,2] \
-        [--parallel 2] [--shard 1/4] [--dry_run]
+        [--parallel 2] [--shard 1/4] [--start_within 90] [--order seeds|rows] [--dry_run]
 
 ``--shard I/N`` runs only the I-th of N disjoint slices of those runs
 (:mod:`experiments.tables.shard`): N machines given the same ``--runs_root`` (a shared
@@ -16,6 +16,13 @@ and each renders the table from every run finished there so far.
 
 ``--seeds`` runs each named run once per seed: seed 0 in ``<runs_root>/<name>``, seed k
 in ``<runs_root>/<name>_s<k>`` with ``--seed=k``.
+
+The runs start seed by seed (``--order seeds``, the default): seed 0 of every chosen row,
+then seed 1 of every row, ..., so a runner stopped partway leaves every row with its first
+seeds rather than some rows complete and others empty; ``--order rows`` keeps the table's
+order, a row's seeds together. ``--start_within M`` starts no run more than M minutes
+after the runner started (the ones started finish): with M the time left minus a run's
+length, no run is cut off by the end of an allocation.
 
 ``run`` stops before training anything, with exit code 2, when a dataset's files are
 missing or are partial copies (the mirror holds only a 999-line head of IWSLT'15 train
@@ -26,6 +33,7 @@ would run.
 import argparse
 import os
 import sys
+import time
 
 from acvi_tf.utils.files import save_json, write_report
 from experiments.archive import archive, archived_run
@@ -93,8 +101,14 @@ def archive_runs(table, runs, archive_root=REPO_ROOT):
                    os.path.join(archive_root, SPECS[table].archive))
 
 
+def seed_of(run):
+    """The seed of a run of :func:`plan`."""
+    return int(run[3].get("seed", 0))
+
+
 def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seeds=(0,),
-              parallel=1, shard=None, archive_root=REPO_ROOT, retrain_archived=False):
+              parallel=1, shard=None, archive_root=REPO_ROOT, retrain_archived=False,
+              order="seeds", start_until=None):
     """Checks the data of every run, runs the missing ones (``parallel`` at a time, each
     job's output in ``<runs_root>/logs`` when more than one), archives each run as soon as
     it ends and then every finished run of the table under ``runs_root`` (into the table's
@@ -102,7 +116,10 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
     only the I-th of N disjoint slices of the runs (:mod:`~experiments.tables.shard`);
     the table still renders from every run under ``runs_root``. A run whose command
     finished and is in the archive is not run again (its archived results render the
-    row) unless ``retrain_archived``. Returns 2, running
+    row) unless ``retrain_archived``. ``order``: "seeds" (every row's seed 0, then
+    every row's seed 1, ...) or "rows" (the plan's order). ``start_until``: no run starts
+    after this time (seconds since the epoch; see :func:`experiments.jobs.run_jobs`).
+    Returns 2, running
     nothing, when data (or features, or trained models) are missing; 1 when a run failed
     (the table is not written)."""
     stream = stream or sys.stdout
@@ -112,6 +129,10 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
     if shard is not None:
         of = f" (shard {shard[0]}/{shard[1]} of {len(runs)})"
         runs = shard_lib.select(runs, *shard)
+    if order == "seeds":
+        runs = sorted(runs, key=seed_of)  # stable: the table's row order within a seed
+    elif order != "rows":
+        raise ValueError(f"order must be 'seeds' or 'rows', got {order!r}")
 
     where = os.path.normpath(os.path.join(archive_root, SPECS[table].archive))
 
@@ -139,7 +160,8 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
 
     failed = run_jobs([Job(run[0], lambda run=run: todo(run), done=lambda run=run: archived(run))
                        for run in runs], parallel,
-                      os.path.join(runs_root, "logs") if parallel > 1 else None, stream)
+                      os.path.join(runs_root, "logs") if parallel > 1 else None, stream,
+                      start_until=start_until)
     # every seed of every run found under runs_root, not only the ones run now
     every = plan(table, runs_root, seeds=sorted(set(seeds) | _seeds_under(runs_root)))
     copied = archive_runs(table, every, archive_root)
@@ -253,6 +275,14 @@ def main(argv=None):
                         "runs train from a git worktree at a fixed commit")
     p.add_argument("--retrain_archived", action="store_true",
                    help="train again the runs whose finished results are in the archive")
+    p.add_argument("--order", choices=("seeds", "rows"), default="seeds",
+                   help="seeds: every row's seed 0 first, then every row's seed 1, ... (a "
+                        "runner stopped partway leaves every row with seeds); rows: the "
+                        "table's order, a row's seeds together")
+    p.add_argument("--start_within", type=float, default=None, metavar="MINUTES",
+                   help="start no run later than this many minutes after the runner "
+                        "starts (runs already started finish); e.g. the time left in an "
+                        "allocation minus one run's length")
     p = sub.add_parser("status", help="where the runs under a runs root stand: state, step, "
                        "the selection metric (last and best), tokens/s, time left")
     p.add_argument("--runs_root", nargs="+", required=True,
@@ -285,12 +315,16 @@ def main(argv=None):
                 shard = shard_lib.parse(args.shard)
             except ValueError as e:
                 parser.error(f"--shard: {e}")
+        if args.start_within is not None and args.start_within < 0:
+            parser.error(f"--start_within: {args.start_within} minutes must be >= 0")
         if not os.path.isdir(args.archive_root):
             parser.error(f"--archive_root: {args.archive_root} is not a directory")
         return run_table(args.table, args.runs_root, args.out, args.dry_run, only=only,
                          seeds=seeds, parallel=args.parallel, shard=shard,
                          archive_root=os.path.abspath(args.archive_root),
-                         retrain_archived=args.retrain_archived)
+                         retrain_archived=args.retrain_archived, order=args.order,
+                         start_until=(None if args.start_within is None else
+                                      time.time() + 60 * args.start_within))
     results = find_results(args.runs, *RESULT_KEYS[TASK_OF[args.command]])
     if not results:
         parser.error(f"--runs: no results.json of a translation run under {args.runs}")

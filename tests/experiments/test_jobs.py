@@ -131,3 +131,29 @@ def test_sigterm_passes_to_the_running_command_and_starts_nothing_more(tmp_path,
     assert "running: stopped by a signal (exit code 143); it resumes when run again" in out
     assert "run the same command again to resume (1 job(s) not started)" in out
     assert run_jobs([running, later]) == 0 and os.path.exists(path)
+
+
+def test_no_job_starts_after_the_start_window(tmp_path, capsys):
+    """``start_until``: a job that started finishes (all its commands); the jobs not yet
+    started when the window closes are listed, not run, and not counted as failures."""
+    import time
+    slow, slow_path = _chain(tmp_path, "slow", ["train", "eval"])
+    late, late_path = _chain(tmp_path, "late", ["train"])
+    slow_todo = slow.todo
+
+    def todo():  # the first command takes a second, longer than the window
+        commands = slow_todo()
+        if commands and commands[0][-1] == "train":
+            commands[0] = commands[0][:2] + ["import time; time.sleep(1.0); "
+                                             + commands[0][2]] + commands[0][3:]
+        return commands
+    slow.todo = todo
+    assert run_jobs([slow, late], poll_seconds=0.05, start_until=time.time() + 0.5) == 0
+    assert json.load(open(slow_path)) == {"train": os.environ.get("TF_NUM_INTRAOP_THREADS"),
+                                          "eval": os.environ.get("TF_NUM_INTRAOP_THREADS")}
+    assert not os.path.exists(late_path)
+    out = capsys.readouterr().out
+    assert "the start window has closed: 1 job(s) not started (late)" in out
+    # a closed window starts nothing; the same command later starts what is left
+    assert run_jobs([late], start_until=time.time() - 1) == 0 and not os.path.exists(late_path)
+    assert run_jobs([late], start_until=time.time() + 60) == 0 and os.path.exists(late_path)

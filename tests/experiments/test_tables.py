@@ -663,3 +663,27 @@ def test_paper_table4_shows_the_paper_elbo_row_beside_acvi_quoting_the_papers_ac
                   for s in ("acvi", "acvi_paper_elbo"))
     assert acvi[2:6] == ["24.00", "25.00", "24.08", "26.16"]
     assert elbo[2:6] == ["20.00", "21.00", "24.08", "26.16"]
+
+
+@pytest.mark.parametrize("order, expected", [
+    ("seeds", ["multi30k_soft", "multi30k_acvi", "multi30k_soft_s1", "multi30k_acvi_s1"]),
+    ("rows", ["multi30k_soft", "multi30k_soft_s1", "multi30k_acvi", "multi30k_acvi_s1"])])
+def test_runs_start_seed_by_seed_unless_asked_by_row(order, expected, tmp_path, monkeypatch):
+    """``--order seeds`` (the default) lists and starts every row's seed 0 before any
+    seed 1, so a runner stopped partway leaves each row with seeds; ``rows`` keeps a
+    row's seeds together. The dry run prints them in the order they would start."""
+    import contextlib
+    monkeypatch.setenv("ACVI_DATA_MIRROR", str(tmp_path / "empty"))
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    kwargs = {} if order == "seeds" else {"order": order}
+    with contextlib.redirect_stdout(out):
+        tables.run_table("table4-cpu", "runs", "t.md", dry_run=True, stream=out,
+                         only=["multi30k_soft", "multi30k_acvi"], seeds=(0, 1),
+                         archive_root=str(tmp_path), **kwargs)
+    listed = [line.split("--model_dir=runs/")[1].split()[0]
+              for line in out.getvalue().split("\n") if "[to run]" in line]
+    assert listed == expected
+    with pytest.raises(ValueError, match="order"):
+        tables.run_table("table4-cpu", "runs", "t.md", dry_run=True, stream=out,
+                         order="random", archive_root=str(tmp_path))
