@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from acvi_tf.decoding.greedy import (ATTENTION, NEG_INF, check_lengths, get_attention,
                                      relaxed_shapes, set_batch_size, write_time)
+from acvi_tf.decoding.ngram_block import block_repeated_ngrams, check_no_repeat_ngram
 from acvi_tf.decoding.top_k import row_top_k
 
 NORMALIZATIONS = ("none", "average", "gnmt")
@@ -73,8 +74,9 @@ def gather_rows(structure, rows):
 
 
 def _check_arguments(beam_width, max_length, min_length, length_normalization, alpha,
-                     num_best):
+                     num_best, no_repeat_ngram=0):
     check_lengths(max_length, min_length)
+    check_no_repeat_ngram(no_repeat_ngram)
     if not isinstance(beam_width, int) or beam_width < 1:
         raise ValueError(f"beam_width must be a Python int >= 1, got {beam_width!r}")
     if length_normalization not in NORMALIZATIONS:
@@ -98,8 +100,9 @@ class _Search:
     """
 
     def __init__(self, step_fn, end_id, beam_width, max_length, min_length,
-                 length_normalization, alpha, banned_ids=()):
+                 length_normalization, alpha, banned_ids=(), no_repeat_ngram=0):
         self.step_fn = step_fn
+        self.no_repeat_ngram = no_repeat_ngram
         self.end_id = end_id
         self.banned_ids = tuple(sorted({int(i) for i in banned_ids}))
         self.beam_width = beam_width
@@ -140,6 +143,10 @@ class _Search:
         log_probs, state, extras = self.step_fn(loop["inputs"], loop["state"])
         log_probs = tf.cast(log_probs, tf.float32)
         batch = tf.shape(loop["alive_log_probs"])[0]
+        if self.no_repeat_ngram:  # rows b * K + k are alive_ids[b, k]
+            log_probs = block_repeated_ngrams(
+                log_probs, tf.reshape(loop["alive_ids"], [-1, self.max_length]), step,
+                self.no_repeat_ngram)
         scores, parents, tokens = self.top_candidates(loop["alive_log_probs"], log_probs,
                                                       step)
         candidates = {
@@ -330,7 +337,7 @@ class _Search:
 
 def beam_search(step_fn, initial_state, start_ids, end_id, beam_width, max_length,
                 min_length=0, length_normalization="none", alpha=0.6, num_best=None,
-                banned_ids=()):
+                banned_ids=(), no_repeat_ngram=0):
     """Beam search for the best-scoring outputs of a batch.
 
     Args:
@@ -349,6 +356,8 @@ def beam_search(step_fn, initial_state, start_ids, end_id, beam_width, max_lengt
         banned_ids: tokens never chosen (padding, the start token), as
             :func:`greedy.never_emit` forbids them, masked among each row's best
             candidates instead of over the whole vocabulary.
+        no_repeat_ngram: Python int n; n > 0: no hypothesis repeats one of its own
+            n-grams (:mod:`acvi_tf.decoding.ngram_block`; e.g. 3 for summaries); 0: off.
 
     Returns:
         dict, n = num_best or K hypotheses per batch element, best first:
@@ -360,10 +369,10 @@ def beam_search(step_fn, initial_state, start_ids, end_id, beam_width, max_lengt
         (fewer than n outputs have non-zero probability).
     """
     _check_arguments(beam_width, max_length, min_length, length_normalization, alpha,
-                     num_best)
+                     num_best, no_repeat_ngram)
     start_ids = tf.convert_to_tensor(start_ids, tf.int32)
     search = _Search(step_fn, end_id, beam_width, max_length, min_length,
-                     length_normalization, alpha, banned_ids)
+                     length_normalization, alpha, banned_ids, no_repeat_ngram)
 
     def body(step, loop):
         return step + 1, search.step(step, loop)

@@ -19,6 +19,8 @@ compiles with ``tf.function(jit_compile=True)``.
 
 import tensorflow as tf
 
+from acvi_tf.decoding.ngram_block import block_repeated_ngrams, check_no_repeat_ngram
+
 ATTENTION = "attention"
 NEG_INF = float("-inf")
 
@@ -114,14 +116,17 @@ def set_batch_size(structure, batch_size):
     return tf.nest.map_structure(restore, structure)
 
 
-def _greedy_step(step_fn, end_id, min_length, step, loop):
-    """One greedy step: appends each unfinished row's most probable token.
+def _greedy_step(step_fn, end_id, min_length, step, loop, no_repeat_ngram=0):
+    """One greedy step: appends each unfinished row's most probable token (none that
+    repeats one of the row's n-grams with ``no_repeat_ngram`` = n > 0).
 
     Rows that have emitted end_id keep emitting it, add no log-probability and
     record zero attention, so the buffers stay padded after the end.
     """
     log_probs, state, extras = step_fn(loop["inputs"], loop["state"])
     log_probs = forbid_end(tf.cast(log_probs, tf.float32), end_id, step, min_length)
+    if no_repeat_ngram:
+        log_probs = block_repeated_ngrams(log_probs, loop["ids"], step, no_repeat_ngram)
     was_done = loop["finished"]
     tokens = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
     tokens = tf.where(was_done, tf.cast(end_id, tf.int32), tokens)
@@ -147,7 +152,8 @@ def _greedy_step(step_fn, end_id, min_length, step, loop):
     return new
 
 
-def greedy_search(step_fn, initial_state, start_ids, end_id, max_length, min_length=0):
+def greedy_search(step_fn, initial_state, start_ids, end_id, max_length, min_length=0,
+                  no_repeat_ngram=0):
     """Decodes by taking the most probable token at every step, until end_id or max_length.
 
     Args:
@@ -157,6 +163,8 @@ def greedy_search(step_fn, initial_state, start_ids, end_id, max_length, min_len
         end_id: the end-of-sequence id (Python int or int32 scalar).
         max_length: Python int, the most output tokens per row (end token included).
         min_length: Python int; end_id is forbidden until this many tokens are out.
+        no_repeat_ngram: Python int n; n > 0: no row repeats one of its own n-grams
+            (:mod:`acvi_tf.decoding.ngram_block`); 0: off.
 
     Returns:
         dict with ``ids`` int32 [B, max_length] (end_id after the end), ``lengths``
@@ -165,6 +173,7 @@ def greedy_search(step_fn, initial_state, start_ids, end_id, max_length, min_len
         step function gives it, ``attention`` [B, max_length, N] (zero after the end).
     """
     check_lengths(max_length, min_length)
+    check_no_repeat_ngram(no_repeat_ngram)
     start_ids = tf.convert_to_tensor(start_ids, tf.int32)
     batch = tf.shape(start_ids)[0]
     loop = {
@@ -177,7 +186,8 @@ def greedy_search(step_fn, initial_state, start_ids, end_id, max_length, min_len
     }
 
     def body(step, loop):
-        return step + 1, _greedy_step(step_fn, end_id, min_length, step, loop)
+        return step + 1, _greedy_step(step_fn, end_id, min_length, step, loop,
+                                      no_repeat_ngram)
 
     def cond(step, loop):
         return tf.logical_and(step < max_length,

@@ -419,9 +419,11 @@ class Seq2Seq(keras.Model):
 
     # -- decoding ---------------------------------------------------------------
     def decode(self, batch, beam_width=1, max_length=50, min_length=0,
-               length_normalization="none", alpha=0.6, seed=0, ban_unk=False):
+               length_normalization="none", alpha=0.6, seed=0, ban_unk=False,
+               no_repeat_ngram=0):
         """Greedy (beam_width 1) or beam search with the same ``step``; ``ban_unk``
-        never emits ``<unk>``."""
+        never emits ``<unk>``; ``no_repeat_ngram`` = n > 0 never repeats an n-gram of
+        the output (:mod:`acvi_tf.decoding.ngram_block`)."""
         from acvi_tf import decoding
         memory_state, state = self.start(batch, training=False, seed=seed)
         batch_size = tf.shape(memory_state["memory"])[0]
@@ -433,7 +435,8 @@ class Seq2Seq(keras.Model):
                 return self.step(ids, s, memory_state, training=False)
             return decoding.greedy_search(decoding.never_emit(step_fn, banned), state,
                                           start_ids, self.config.eos_id,
-                                          max_length, min_length=min_length)
+                                          max_length, min_length=min_length,
+                                          no_repeat_ngram=no_repeat_ngram)
         tiled_memory = decoding.tile_beam(memory_state, beam_width)
         # The step's products linear in the memory read it once per sentence, not K times.
         tiled_memory[SHARED_ROWS_KEY] = SharedRows(beam_width, memory_state, tiled_memory)
@@ -443,7 +446,7 @@ class Seq2Seq(keras.Model):
         return decoding.beam_search(beam_step_fn, state, start_ids, self.config.eos_id,
                                     beam_width, max_length, min_length=min_length,
                                     length_normalization=length_normalization, alpha=alpha,
-                                    banned_ids=banned)
+                                    banned_ids=banned, no_repeat_ngram=no_repeat_ngram)
 
     def build_for_checkpoint(self, batch):
         """Creates every variable by running one forward pass, eagerly, on ``batch`` cut to

@@ -396,7 +396,8 @@ class Transformer(keras.Model):
         return out
 
     def decode(self, batch, beam_width=1, max_length=50, min_length=0,
-               length_normalization="none", alpha=0.6, seed=0, ban_unk=False):
+               length_normalization="none", alpha=0.6, seed=0, ban_unk=False,
+               no_repeat_ngram=0):
         """Greedy (beam_width 1) or beam search over ``step`` (see Seq2Seq.decode)."""
         from acvi_tf import decoding
         memory_state, state = self.start(batch, training=False, seed=seed,
@@ -409,10 +410,11 @@ class Transformer(keras.Model):
             return decoding.greedy_search(
                 decoding.never_emit(
                     lambda ids, s: self.step(ids, s, memory_state, training=False), banned),
-                state, start_ids, self.config.eos_id, max_length, min_length=min_length)
+                state, start_ids, self.config.eos_id, max_length, min_length=min_length,
+                no_repeat_ngram=no_repeat_ngram)
         tiled = decoding.tile_beam(memory_state, beam_width)
         return decoding.beam_search(
             lambda ids, s: self.step(ids, s, tiled, training=False),
             state, start_ids, self.config.eos_id, beam_width, max_length,
             min_length=min_length, length_normalization=length_normalization, alpha=alpha,
-            banned_ids=banned)
+            banned_ids=banned, no_repeat_ngram=no_repeat_ngram)

@@ -70,6 +70,11 @@ class DecodeConfig:
                             "decode and export): a diagnostic of what a model with a softmax "
                             "head learned beside its unknown-word class. The paper's and See "
                             "et al.'s decodes keep <unk>; so do the tables.")
+    no_repeat_ngram: int = setting(
+        0, "Never repeat an n-gram within an output (greedy and beam, validation, final "
+        "decode and export): n = 3 is Paulus et al.'s trigram blocking for summaries; the "
+        "blocked tokens get -inf, the other scores stay the model's. 0 (default): off, as "
+        "in the paper's decodes and the tables.", lower_bound=0)
 
     def options(self, final=True):
         """Keyword arguments of ``model.decode`` (final decode, or validation)."""
@@ -78,6 +83,8 @@ class DecodeConfig:
                    "length_normalization": self.length_normalization, "alpha": self.alpha}
         if self.ban_unk:  # only when set: results.json's "decode" of every other run is as before
             options["ban_unk"] = True
+        if self.no_repeat_ngram:
+            options["no_repeat_ngram"] = self.no_repeat_ngram
         return options
 
 
