@@ -58,7 +58,8 @@ demo:  ## a short Multi30k En->De run of soft and acvi (+ copy baseline), the tw
 # The CPU-scale targets run the paper's comparison (soft vs acvi) by default; ONLY=all adds
 # every baseline row (structured, variational, VED, Transformer; ~40 min each on 2 cores),
 # ONLY=name,name picks runs (names: `python -m experiments.tables run <table> --dry_run ...`).
-# SEEDS=0,1,2 runs each once per seed; PARALLEL=2 runs two at a time, one thread each (on 2
+# SEEDS=0,1,2 runs each once per seed (SEEDS=planned: each row's planned count, table4-cpu
+# 5 / 3 / 1 as issue 33 asks; with ONLY=all the archive's missing seeds); PARALLEL=2 runs two at a time, one thread each (on 2
 # cores faster than one after the other; output in <runs_root>/logs). Finished runs are
 # archived under results/<table>/runs/, and the table renders from both.
 # SHARD=I/N runs only the I-th of N disjoint slices of the chosen runs (one per machine

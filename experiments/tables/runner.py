@@ -60,11 +60,20 @@ def run_name(name, seed):
     return name if seed == 0 else f"{name}_s{seed}"
 
 
+PLANNED = "planned"
+
+
+def row_seeds(table, name, seeds):
+    """The seeds of row ``name``: ``seeds``, or with ``seeds == "planned"`` 0..n-1 for the
+    row's planned count n (``Table.planned_seeds``, 1 where the table names none)."""
+    return range(SPECS[table].planned_seeds.get(name, 1)) if seeds == PLANNED else seeds
+
+
 def plan(table, runs_root, only=None, seeds=(0,)):
     """[(name, argv, model_dir, settings)] of the runs of ``TABLES[table]`` (those named in
-    ``only`` when given), once per seed, run by the table's task CLI; ``settings`` are the
-    flagfile's and the extra args' ``--key=value`` pairs (bare ``--flag`` / ``--noflag``
-    read as "true" / "false")."""
+    ``only`` when given), once per seed (``seeds``, or "planned": :func:`row_seeds`), run
+    by the table's task CLI; ``settings`` are the flagfile's and the extra args'
+    ``--key=value`` pairs (bare ``--flag`` / ``--noflag`` read as "true" / "false")."""
     module = f"experiments.{TASK_OF[table]}"
     out = []
     for name, flagfile, extra in TABLES[table]:
@@ -78,7 +87,7 @@ def plan(table, runs_root, only=None, seeds=(0,)):
         for arg in extra:
             key, sep, value = arg[2:].partition("=")
             settings[key] = value if sep else ("false" if key.startswith("no") else "true")
-        for seed in seeds:
+        for seed in row_seeds(table, name, seeds):
             model_dir = os.path.join(runs_root, run_name(name, seed))
             seeded = [f"--seed={seed}"] if seed else []
             out.append((run_name(name, seed),
@@ -160,7 +169,9 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
                       os.path.join(runs_root, "logs") if parallel > 1 else None, stream,
                       start_until=start_until)
     # every seed of every run found under runs_root, not only the ones run now
-    every = plan(table, runs_root, seeds=sorted(set(seeds) | _seeds_under(runs_root)))
+    every = plan(table, runs_root, seeds=sorted(
+        {s for name, _, _ in TABLES[table] for s in row_seeds(table, name, seeds)}
+        | _seeds_under(runs_root)))
     copied = archive_runs(table, every, archive_root)
     if copied:
         print(f"{copied} finished runs archived in {where}", file=stream)
@@ -209,7 +220,10 @@ def main(argv=None):
                         "found under --runs_root (and in its archive) either way")
     p.add_argument("--seeds", default="0",
                    help="comma-separated seeds of each run (e.g. 0,1,2): seed k > 0 runs "
-                        "in <runs_root>/<name>_s<k> with --seed=k")
+                        "in <runs_root>/<name>_s<k> with --seed=k; 'planned': each row's "
+                        "planned number of seeds (table4-cpu: 5 for soft, ACVI (ours), "
+                        "variational, VRNMT, the Transformer, 3 for the other baselines "
+                        "and the controls, 1 for the floors)")
     p.add_argument("--parallel", type=int, default=1,
                    help="runs at once, one thread each, their output in <runs_root>/logs")
     p.add_argument("--shard", default=None, metavar="I/N",
@@ -249,11 +263,13 @@ def main(argv=None):
                 parser.error(f"--only: {', '.join(unknown) or 'no run names'} not among "
                              f"{args.table}'s runs: {', '.join(known)}")
         try:
-            seeds = sorted({int(x) for x in args.seeds.split(",") if x.strip()})
+            seeds = (PLANNED if args.seeds == PLANNED else
+                     sorted({int(x) for x in args.seeds.split(",") if x.strip()}))
         except ValueError:
             seeds = []
-        if not seeds or min(seeds) < 0:
-            parser.error(f"--seeds: {args.seeds!r} is not a list of seeds like 0,1,2")
+        if seeds != PLANNED and (not seeds or min(seeds) < 0):
+            parser.error(f"--seeds: {args.seeds!r} is not a list of seeds like 0,1,2, "
+                         f"nor 'planned'")
         if args.parallel < 1:
             parser.error(f"--parallel: {args.parallel} must be at least 1")
         shard = None

@@ -41,6 +41,10 @@ class Table:
     # one table per recipe, e.g. table4-cpu (cpu_converged) beside table4-cpu-2500 (cpu),
     # whose archived runs share row names.
     profiles: tuple = ()
+    # {run name: how many seeds the row is planned to have} (``--seeds planned`` runs
+    # seeds 0..n-1 of each row; a row not named has 1): e.g. issue 33's 5 seeds for soft
+    # attention and ACVI, 3 for most baselines, 1 for a floor.
+    planned_seeds: dict = dataclasses.field(default_factory=dict)
 
     def select(self, results):
         """The ``results`` this table shows (its ``profiles``)."""

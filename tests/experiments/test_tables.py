@@ -687,3 +687,32 @@ def test_runs_start_seed_by_seed_unless_asked_by_row(order, expected, tmp_path, 
     with pytest.raises(ValueError, match="order"):
         tables.run_table("table4-cpu", "runs", "t.md", dry_run=True, stream=out,
                          order="random", archive_root=str(tmp_path))
+
+
+def test_planned_seeds_run_each_row_to_its_own_count(tmp_path, monkeypatch):
+    """``--seeds planned`` runs seeds 0..n-1 of each row for the row's planned n (issue 33:
+    5 for soft attention, 3 for the noise control, 1 for the copy floor), seed by seed,
+    and the CLI takes the word."""
+    import contextlib
+    monkeypatch.setenv("ACVI_DATA_MIRROR", str(tmp_path / "empty"))
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        tables.run_table("table4-cpu", "runs", "t.md", dry_run=True, stream=out,
+                         only=["multi30k_copy", "multi30k_soft", "multi30k_soft_context_noise"],
+                         seeds="planned", archive_root=str(tmp_path))
+    listed = [line.split("--model_dir=runs/")[1].split()[0]
+              for line in out.getvalue().split("\n") if "[to run]" in line]
+    assert listed == ["multi30k_copy", "multi30k_soft", "multi30k_soft_context_noise",
+                      "multi30k_soft_s1", "multi30k_soft_context_noise_s1",
+                      "multi30k_soft_s2", "multi30k_soft_context_noise_s2",
+                      "multi30k_soft_s3", "multi30k_soft_s4"]
+    cli = io.StringIO()
+    with contextlib.redirect_stdout(cli), contextlib.redirect_stderr(io.StringIO()):
+        tables.runner.main(["run", "table4-cpu", "--runs_root", "runs", "--out", "t.md",
+                            "--only", "multi30k_soft", "--seeds", "planned",
+                            "--archive_root", str(tmp_path), "--dry_run"])
+        assert "table4-cpu: 5 runs" in cli.getvalue()
+        with pytest.raises(SystemExit):
+            tables.runner.main(["run", "table4-cpu", "--runs_root", "runs", "--out", "t.md",
+                                "--seeds", "plan", "--dry_run"])
