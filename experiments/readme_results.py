@@ -29,13 +29,17 @@ BEGIN = re.compile(r"^<!-- BEGIN generated: ([\w.-]+) -->$")
 END = "<!-- END generated: {} -->"
 
 
-def _mean_std(values):
+def _mean_std(values, planned=None):
+    """mean ± std (n seeds); "n of m seeds" while a row has fewer than its planned m."""
     values = [v for v in values if v is not None]
     if not values:
         return "–"
-    if len(values) == 1:
-        return f"{values[0]:.2f} (1 seed)"
-    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f} ({len(values)} seeds)"
+    n = len(values)
+    seeds = f"{n} of {planned} seeds" if planned and n < planned else \
+        f"{n} seed{'s' if n > 1 else ''}"
+    if n == 1:
+        return f"{values[0]:.2f} ({seeds})"
+    return f"{statistics.fmean(values):.2f} ± {statistics.stdev(values):.2f} ({seeds})"
 
 
 def _versus(entry):
@@ -83,7 +87,8 @@ def table4_cpu():
               ("val BLEU", "--:"), ("vs soft attention: Δ [95% interval], Welch p", ":--"),
               ("commit", ":--")]
     return _block("table4_cpu", header, [
-        [entry.get("name", key), _mean_std(entry["test_bleu"]), _mean_std(entry["val_bleu"]),
+        [entry.get("name", key), _mean_std(entry["test_bleu"], entry.get("planned_seeds")),
+         _mean_std(entry["val_bleu"]),
          _versus(entry), _commits(entry)] for key, entry in _baseline_first(data, "soft")])
 
 

@@ -299,6 +299,8 @@ def table4_cpu_data(results):
                 "steps": [r.get("steps") for r in runs],
                 "commit": [(r.get("provenance") or {}).get("commit") for r in runs],
                 "diff_to_soft": None, "ci95": None, "welch_p": None}
+            if p == TABLE4_CPU_PROFILE:  # issue 33's seed count of the converged row
+                entry["planned_seeds"] = TABLE4_CPU_PLANNED_SEEDS.get(f"multi30k_{system}", 1)
             if system != "soft" and soft:
                 res = significance.bleu_seeds_vs(soft, runs)
                 if res and "skipped" not in res:

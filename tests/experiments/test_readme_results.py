@@ -47,7 +47,10 @@ def test_the_table4_lines_carry_every_number_from_the_json(tmp_path, monkeypatch
                      "diff_to_soft": None, "ci95": None, "welch_p": None},
             "acvi": {"name": "ACVI", "test_bleu": [38.0, 38.0, 39.0], "val_bleu": [37.0] * 3,
                      "commit": ["1234567aa"] * 3, "diff_to_soft": 1.83,
-                     "ci95": [0.5, 3.1], "welch_p": 0.04}}
+                     "ci95": [0.5, 3.1], "welch_p": 0.04},
+            "ved": {"name": "VED", "test_bleu": [37.0], "val_bleu": [36.0], "planned_seeds": 3,
+                    "commit": ["1234567aa"], "diff_to_soft": 0.5, "ci95": [-0.5, 1.5],
+                    "welch_p": None}}
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "table4_cpu.json").write_text(json.dumps(data))
     monkeypatch.setattr(readme_results, "REPO_ROOT", str(tmp_path))
@@ -56,6 +59,9 @@ def test_the_table4_lines_carry_every_number_from_the_json(tmp_path, monkeypatch
                         "35.50 ± 0.71 (2 seeds) | – | abcdef1 |")
     assert lines[3] == ("| ACVI | 38.33 ± 0.58 (3 seeds) | 37.00 ± 0.00 (3 seeds) | "
                         "+1.83 [+0.50, +3.10], Welch p = 0.04 | 1234567 |")
+    # a row still short of its planned seeds says so
+    assert lines[4] == ("| VED | 37.00 (1 of 3 seeds) | 36.00 (1 seed) | "
+                        "+0.50 [-0.50, +1.50], Welch p = – | 1234567 |")
     os.remove(tmp_path / "results" / "table4_cpu.json")
     with pytest.raises(SystemExit, match="table4_cpu.json: missing"):
         readme_results.table4_cpu()
