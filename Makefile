@@ -73,8 +73,12 @@ SHARD_ARGS = $(if $(SHARD),--shard $(SHARD))
 # one run's length), so no run is cut off half-trained.
 ORDER ?= seeds
 START_WITHIN ?=
+# ARCHIVE_ROOT=/path/to/main: the checkout whose results/ receives each finished run (when
+# the runs train from a git worktree at a fixed commit); empty: this checkout.
+ARCHIVE_ROOT ?=
 TABLE_ARGS = --seeds $(SEEDS) --parallel $(PARALLEL) $(SHARD_ARGS) --order $(ORDER) \
-	$(if $(START_WITHIN),--start_within $(START_WITHIN))
+	$(if $(START_WITHIN),--start_within $(START_WITHIN)) \
+	$(if $(ARCHIVE_ROOT),--archive_root $(ARCHIVE_ROOT))
 table4-cpu: ONLY ?= multi30k_copy,multi30k_soft,multi30k_acvi,multi30k_acvi_paper_elbo
 table4-cpu:  ## Table 4 at CPU scale, converged: Multi30k En->De soft vs acvi, 8,000 steps, best val (~65 min each on one core; ONLY=all adds the baselines) -> results/table4_cpu.md
 	$(PYTHON) -m experiments.tables run table4-cpu --only $(ONLY) --runs_root runs/table4_cpu --out results/table4_cpu.md $(TABLE_ARGS)
