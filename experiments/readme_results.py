@@ -22,6 +22,8 @@ import re
 import statistics
 import sys
 
+from experiments.readme_speed import speed
+
 # Only the standard library: the check runs in the test suite and needs no TensorFlow.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(REPO_ROOT, "README.md")
@@ -159,7 +161,8 @@ def verdict():
     return lines
 
 
-BLOCKS = {"table4-cpu": table4_cpu, "table1-cpu": table1_cpu, "verdict": verdict}
+BLOCKS = {"table4-cpu": table4_cpu, "table1-cpu": table1_cpu, "verdict": verdict,
+          "speed": speed}
 
 
 def render(text, blocks=None, where=README):
