@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 
-from acvi_tf.training.train_log import curve, read_history
+from acvi_tf.run.records import curve, read_history
 from acvi_tf.utils.files import load_json, write_report
 from acvi_tf.utils.provenance import command_line
 from experiments.tables.curves import plot_rows

@@ -10,7 +10,8 @@ import os
 from absl import flags
 
 from acvi_tf.errors import RunError
-from acvi_tf.run.directory import load_run_config, save_run_config
+from acvi_tf.run.directory import save_run_config
+from acvi_tf.run.records import load_run_config
 from acvi_tf.utils import manifest
 from acvi_tf.utils.provenance import command_line
 from experiments.config_flags import FlagError, explicit

@@ -143,12 +143,6 @@ def save_vocab(vocab, model_dir, name):
     manifest.record(model_dir, name)
 
 
-def load_run_config(model_dir):
-    """The saved ``run_config.json`` of ``model_dir``, or None."""
-    path = os.path.join(model_dir, "run_config.json")
-    return load_json(path) if os.path.exists(path) else None
-
-
 def check_model_config(model_dir, config):
     """Saves ``model_config.json``; a resumed run must not change the model (it may
     change :attr:`ModelConfig.RUN_FIELDS`, how the model runs)."""

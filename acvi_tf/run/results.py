@@ -5,7 +5,8 @@ mirrored as the run's row of TensorBoard's HParams dashboard."""
 import os
 
 from acvi_tf.metrics import diversity
-from acvi_tf.run.directory import end_segment, load_run_config
+from acvi_tf.run.directory import end_segment
+from acvi_tf.run.records import load_run_config
 from acvi_tf.training import hparams
 from acvi_tf.training.trainer import is_chief
 from acvi_tf.utils import provenance

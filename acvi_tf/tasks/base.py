@@ -297,7 +297,7 @@ class Task:
         from acvi_tf.run.restore import restore_model
         from acvi_tf.training.best_checkpoint import parse_select_best, read_best, write_best
         from acvi_tf.training.checkpoints import listed_checkpoints
-        from acvi_tf.training.train_log import curve, read_history
+        from acvi_tf.run.records import curve, read_history
         from acvi_tf.utils.files import load_json
         before = read_best(model_dir)
         saved = load_json(os.path.join(model_dir, "train_config.json"))

@@ -13,28 +13,6 @@ import tensorflow as tf
 from acvi_tf.training import summaries
 
 
-def read_history(model_dir):
-    """The records of ``model_dir/history.jsonl`` ([] if there is none). A last line
-    without its newline is one a running run is still writing, and is left out."""
-    path = os.path.join(model_dir, "history.jsonl")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    return [json.loads(line) for line in lines[:-1] if line.strip()]
-
-
-def curve(history, kind, key):
-    """(steps, values) of ``key`` in the ``kind`` ("train"/"eval") records of a
-    :func:`read_history`; a step repeated by a resumed run keeps its last value."""
-    points = {}
-    for rec in history:
-        if kind in rec and key in rec[kind]:
-            points[rec["step"]] = rec[kind][key]
-    steps = sorted(points)
-    return steps, [points[s] for s in steps]
-
-
 def fmt(d):
     return " ".join(f"{k}={v:.4g}" for k, v in d.items())
 

@@ -19,7 +19,7 @@ from acvi_tf.utils.files import NOTES_MARKER, load_json, write_report  # noqa: F
 from experiments.acvi_study import grid as _study
 from experiments.archive import archive
 from experiments.tables import significance
-from acvi_tf.training.train_log import read_history
+from acvi_tf.run.records import read_history
 from experiments.tables.curves import plot_rows
 
 ROWS = (("soft", "Soft attention"), ("acvi_paper_elbo", "ACVI, the paper's ELBO (Eq. 22)"),

@@ -13,15 +13,27 @@ group headed "paper (Table 4)", and our columns are headed with the profile that
 produced them ("ours, paper profile", "ours, CPU scale").
 """
 
-from experiments.tables.registry import (CAPTION_TABLES, RENDER, SPECS,  # noqa: F401
-                                         SUMMARY_TABLES, TABLES, TASK_OF)
-from experiments.tables.render import (SYSTEM_NAMES, find_results, markdown_table,  # noqa: F401
-                                       not_run)
-from experiments.tables.runner import main, plan, run_table  # noqa: F401
-from experiments.tables.spec import CONFIG_DIR  # noqa: F401
-from experiments.tables.table1_summarization import (  # noqa: F401
-    PAPER_TABLE1, PAPER_TABLE2, SUMMARY_SCORES, table1)
-from experiments.tables.table3_captioning import PAPER_TABLE3, table3  # noqa: F401
-from experiments.tables.table4_translation import (  # noqa: F401
-    DATASET_OF, PAPER_TABLE4, TABLE4_SYSTEMS, table4, table4_cpu)
-from experiments.tables.table5_duc2004 import PAPER_TABLE5, table5  # noqa: F401
+import importlib
+
+# The package's names, imported on first use: ``python -m experiments.tables status``
+# (``make status``) reads run directories and needs none of the table modules, which
+# import TensorFlow (seconds and a screen of log lines).
+_EXPORTS = {
+    "registry": ("CAPTION_TABLES", "RENDER", "SPECS", "SUMMARY_TABLES", "TABLES", "TASK_OF"),
+    "render": ("SYSTEM_NAMES", "find_results", "markdown_table", "not_run"),
+    "runner": ("main", "plan", "run_table"),
+    "spec": ("CONFIG_DIR",),
+    "table1_summarization": ("PAPER_TABLE1", "PAPER_TABLE2", "SUMMARY_SCORES", "table1"),
+    "table3_captioning": ("PAPER_TABLE3", "table3"),
+    "table4_translation": ("DATASET_OF", "PAPER_TABLE4", "TABLE4_SYSTEMS", "table4",
+                           "table4_cpu"),
+    "table5_duc2004": ("PAPER_TABLE5", "table5"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)

@@ -2,6 +2,10 @@
 
 import sys
 
-from experiments.tables.runner import main
+if sys.argv[1:2] == ["status"]:  # read-only and quick: no table module, no TensorFlow
+    from experiments.tables.status import cli
+    sys.exit(cli(sys.argv[2:]))
+
+from experiments.tables.runner import main  # noqa: E402
 
 sys.exit(main())

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from acvi_tf.training.train_log import curve
+from acvi_tf.run.records import curve
 
 
 def plot_rows(rows, panels, title, out_png):

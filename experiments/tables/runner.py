@@ -37,7 +37,7 @@ import time
 
 from experiments.archive import archive, archived_run
 from experiments.jobs import Job, run_jobs, shell
-from experiments.tables import preflight, shard as shard_lib
+from experiments.tables import preflight, shard as shard_lib, status as status_lib
 from experiments.tables.registry import RENDER, SPECS, TABLES, TASK_OF
 from experiments.tables.render import RESULT_KEYS, find_results
 from experiments.tables.write import rows_of, write_table  # noqa: F401 (tests, scripts)
@@ -244,15 +244,10 @@ def main(argv=None):
                    help="start no run later than this many minutes after the runner "
                         "starts (runs already started finish); e.g. the time left in an "
                         "allocation minus one run's length")
-    p = sub.add_parser("status", help="where the runs under a runs root stand: state, step, "
-                       "the selection metric (last and best), tokens/s, time left")
-    p.add_argument("--runs_root", nargs="+", required=True,
-                   help="folders of run directories (e.g. runs/table4_cpu), or run "
-                        "directories")
+    status_lib.add_arguments(sub.add_parser("status", help=status_lib.HELP))
     args = parser.parse_args(argv)
     if args.command == "status":
-        from experiments.tables import status
-        return status.main(args.runs_root)
+        return status_lib.main(args.runs_root)
     if args.command == "run":
         only = None
         if args.only != "all":

@@ -6,18 +6,18 @@ selects on (``--select_best``, else the task's own: dev_bleu, val_rouge_1 or val
 at its last evaluation and at its best one, the training rate and the time left at that
 rate (its evaluations not counted), and how long ago it last wrote its history. Read-only: a running run's files are
 only read (its lock is not taken, so a status never makes a starting run fail), and a
-history line still being written is skipped (:func:`acvi_tf.training.train_log.read_history`).
+history line still being written is skipped (:func:`acvi_tf.run.records.read_history`).
 
 States: ``done`` (results.json written), ``training`` (the pid in its ``.lock`` is alive
 and runs this package's CLI), ``stopped`` (trained steps, no live process: resume it
 with the same command, which ``flags.txt`` / ``run_config.json`` hold) and ``empty``.
 """
 
+import argparse
 import os
 import time
 
-from acvi_tf.run.directory import load_run_config
-from acvi_tf.training.train_log import read_history
+from acvi_tf.run.records import load_run_config, read_history
 
 METRICS = ("dev_bleu", "val_rouge_1", "val_CIDEr_D")  # each task's, higher is better
 RATE_WINDOW = 8  # the last training logs the rate is measured over
@@ -176,3 +176,23 @@ def main(roots):
         return 0
     print(format_table([run_status(r) for r in runs]))
     return 0
+
+
+def add_arguments(parser):
+    """The status command's flags (the runner's ``status`` subcommand and :func:`cli`)."""
+    parser.add_argument("--runs_root", nargs="+", required=True,
+                        help="folders of run directories (e.g. runs/table4_cpu), or run "
+                             "directories")
+
+
+HELP = ("where the runs under a runs root stand: state, step, the selection metric (last "
+        "and best), tokens/s, time left")
+
+
+def cli(argv=None):
+    """``python -m experiments.tables status --runs_root DIR ...`` without importing the
+    table modules (``experiments/tables/__main__.py`` routes here)."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.tables status",
+                                     description=HELP)
+    add_arguments(parser)
+    return main(parser.parse_args(argv).runs_root)

@@ -4,7 +4,7 @@ has one; the notes written by hand below the marker are kept."""
 
 import os
 
-from acvi_tf.training.train_log import read_history
+from acvi_tf.run.records import read_history
 from acvi_tf.utils.files import save_json, write_report
 from experiments.tables.curves import plot_rows
 from experiments.tables.registry import RENDER, SPECS

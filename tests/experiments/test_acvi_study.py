@@ -8,7 +8,7 @@ import pytest
 from experiments import archive
 from experiments.jobs import run_jobs
 from experiments.acvi_study import grid as acvi_study, report as acvi_study_report
-from acvi_tf.training.train_log import curve
+from acvi_tf.run.records import curve
 
 
 def _fake_run(model_dir, val, test, kl, lines):

@@ -117,3 +117,37 @@ def test_make_status_on_a_fresh_clone_says_there_are_no_runs(tmp_path):
                                    "target makes it)")
     with pytest.raises(FileNotFoundError, match="--runs_root=.*nope: no such directory"):
         status.find_runs([str(tmp_path / "nope")])
+
+
+def test_python_m_status_answers_without_tensorflow(tmp_path):
+    """`make status` is read-only and quick: `python -m experiments.tables status` imports
+    no table module and no TensorFlow (a second, not ten and a screen of log lines), and
+    prints what the runner's own `status` subcommand prints."""
+    _run_dir(tmp_path / "multi30k_soft", {"train_steps": 1000},
+             _history(range(100, 1100, 100), 10.0, [(1000, {"dev_bleu": 35.1})]), results=True)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    probe = ("import runpy, sys\n"
+             "sys.argv = ['experiments.tables', 'status', '--runs_root', sys.argv[1]]\n"
+             "try:\n"
+             "    runpy.run_module('experiments.tables', run_name='__main__')\n"
+             "except SystemExit as e:\n"
+             "    code = e.code\n"
+             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')\n"
+             "               or m.startswith('experiments.tables.table'))\n"
+             "print('EXIT', code, 'HEAVY', heavy)\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1] == "EXIT 0 HEAVY []"
+    assert lines[1].split()[:3] == ["multi30k_soft", "done", "1,000/1,000"]
+    assert "dev_bleu 35.10 (35.10 @ 1,000)" in lines[1]
+
+
+def test_the_package_names_still_import_on_first_use():
+    import experiments.tables as tables
+    assert tables.table4_cpu is __import__(
+        "experiments.tables.table4_translation", fromlist=["x"]).table4_cpu
+    from experiments.tables import SPECS, main  # noqa: F401
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        tables.nope  # noqa: B018

@@ -9,7 +9,8 @@ import pytest
 
 from acvi_tf.data.vocab import Vocab
 from acvi_tf.errors import RunError
-from acvi_tf.run.directory import load_run_config, save_run_config, save_vocab
+from acvi_tf.run.directory import save_run_config, save_vocab
+from acvi_tf.run.records import load_run_config
 from acvi_tf.utils import manifest
 from tests.experiments.test_translate import _write_mirror
 from tests import cli
