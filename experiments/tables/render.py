@@ -93,14 +93,17 @@ def mean_std(values):
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
 
 
-def seeds_cell(values):
-    """One number, or "mean ± std (n seeds)" for several."""
+def seeds_cell(values, planned=None):
+    """One number, or "mean ± std (n seeds)" for several; "(n of m seeds)" while a row
+    has fewer seeds than its ``planned`` m (a single seed then says so too)."""
     mean, std = mean_std(values)
     if mean is None:
         return None
+    n = len([v for v in values if v is not None])
+    short = planned is not None and n < planned
     if std is None:
-        return mean
-    return f"{mean:.2f} ± {std:.2f} ({len([v for v in values if v is not None])} seeds)"
+        return f"{mean:.2f} (1 of {planned} seeds)" if short else mean
+    return f"{mean:.2f} ± {std:.2f} ({n}{f' of {planned}' if short else ''} seeds)"
 
 
 def profile_label(profile):

@@ -264,6 +264,30 @@ def test_table4_cpu_seeds_give_mean_and_std_and_a_copy_adds_nothing(tmp_path):
     assert "99" not in text  # the second copy of seed 1 is not counted
 
 
+def test_table4_cpu_converged_rows_short_of_their_planned_seeds_say_so():
+    """At the converged recipe the test column names a row's planned seed count while it
+    has fewer (issue 33): one ACVI seed of 5 reads "30.00 (1 of 5 seeds)", two soft seeds
+    "28.50 ± 0.71 (2 of 5 seeds)"; a row at its count, and the 2,500-step profile, do not."""
+    def run(system, seed, test, profile="cpu_converged"):
+        argv = ["translate.py", f"--model_dir=a/{system}{seed}_{profile}", f"--seed={seed}"]
+        return _fake(task="translate", dataset="multi30k", src="en", tgt="de",
+                     profile=profile, system=system, argv=argv,
+                     bleu={"dev": test - 1.0, "test": test},
+                     _path=f"a/{system}{seed}_{profile}/results.json")
+    from experiments.tables.table4_translation import TABLE4_CPU_PLANNED_SEEDS
+    assert TABLE4_CPU_PLANNED_SEEDS["multi30k_acvi"] == 5
+    assert "multi30k_no_attention" not in TABLE4_CPU_PLANNED_SEEDS
+    converged = [run("soft", 0, 28.0), run("soft", 1, 29.0), run("acvi", 0, 30.0),
+                 run("no_attention", 0, 16.0)]
+    text = tables.table4_cpu(converged)
+    assert _row(text, "Baseline (soft attention)")[2] == "28.50 ± 0.71 (2 of 5 seeds)"
+    assert _row(text, "Baseline (soft attention)")[1] == "27.50 ± 0.71 (2 seeds)"  # val
+    assert _row(text, "ACVI")[2] == "30.00 (1 of 5 seeds)"
+    assert _row(text, "No attention (c_t = 0, the bridge state only; floor)")[2] == "16.00"
+    old = tables.table4_cpu([run("soft", 0, 28.0, "cpu"), run("acvi", 0, 30.0, "cpu")])
+    assert _row(old, "ACVI")[2] == "30.00"
+
+
 def test_a_regenerated_table_keeps_the_notes_below_the_marker(tmp_path):
     from acvi_tf.utils.files import NOTES_MARKER, write_report
     out = tmp_path / "t.md"
