@@ -70,14 +70,17 @@ SHARD ?=
 SHARD_ARGS = $(if $(SHARD),--shard $(SHARD))
 # Runs start seed by seed (every row's seed 0, then seed 1, ...; ORDER=rows: a row's seeds
 # together). START_WITHIN=M starts no run after M minutes (an allocation's time left minus
-# one run's length), so no run is cut off half-trained.
+# one run's length), so no run is cut off half-trained. FINISH_WITHIN=M starts a run only
+# if its expected length (the median of its row's archived runs) ends within M minutes.
 ORDER ?= seeds
 START_WITHIN ?=
+FINISH_WITHIN ?=
 # ARCHIVE_ROOT=/path/to/main: the checkout whose results/ receives each finished run (when
 # the runs train from a git worktree at a fixed commit); empty: this checkout.
 ARCHIVE_ROOT ?=
 TABLE_ARGS = --seeds $(SEEDS) --parallel $(PARALLEL) $(SHARD_ARGS) --order $(ORDER) \
 	$(if $(START_WITHIN),--start_within $(START_WITHIN)) \
+	$(if $(FINISH_WITHIN),--finish_within $(FINISH_WITHIN)) \
 	$(if $(ARCHIVE_ROOT),--archive_root $(ARCHIVE_ROOT))
 table4-cpu: ONLY ?= multi30k_copy,multi30k_soft,multi30k_acvi,multi30k_acvi_paper_elbo
 table4-cpu:  ## Table 4 at CPU scale, converged: Multi30k En->De soft vs acvi, 8,000 steps, best val (~65 min each on one core; ONLY=all adds the baselines) -> results/table4_cpu.md

@@ -35,11 +35,13 @@ class Job:
     run directory whose ``results.json`` must exist before the job starts (a warm start's
     source), or None. ``done()``: called once the job's last command has succeeded, while
     the other jobs still run (the tables archive each run there as soon as it ends), or
-    None; what it returns is printed when it is a non-empty string."""
+    None; what it returns is printed when it is a non-empty string. ``expected_seconds``:
+    how long the job is expected to run (None: unknown), for ``finish_until``."""
     name: str
     todo: Callable[[], list]
     waits_for: Optional[str] = None
     done: Optional[Callable[[], Optional[str]]] = None
+    expected_seconds: Optional[float] = None
 
 
 def shell(argv):
@@ -54,7 +56,7 @@ def finished(model_dir):
 
 
 def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=0.2,
-             start_until=None):
+             start_until=None, finish_until=None):
     """Runs every job's :attr:`Job.todo` commands, ``parallel`` jobs at a time and a job's
     commands one after the other; a failed command ends its job. Returns the number of
     jobs that failed or could not start (their ``waits_for`` never finished).
@@ -62,17 +64,22 @@ def run_jobs(jobs, parallel=1, log_dir=None, stream=None, poll_seconds=0.2,
     ``start_until`` (seconds since the epoch, or None): no job starts after it; a started
     job still runs its remaining commands. The jobs left are listed and are not failures
     (a session or a Slurm allocation ends at a known time: a run that cannot finish
-    before it would only be lost, its checkpoint with the machine).
+    before it would only be lost, its checkpoint with the machine). ``finish_until``
+    (seconds since the epoch, or None): a job starts only if its
+    :attr:`Job.expected_seconds` end before it (a job with no estimate is not held back);
+    a shorter job later in the list may still start when a longer one does not fit.
 
     On SIGTERM or SIGINT nothing more starts; a SIGTERM is passed on to the running
     commands (a training run saves its step and stops: :mod:`acvi_tf.training.stop_signal`;
     SIGINT from a terminal reaches them itself), the runner waits for them and exits with
     128 + the signal's number. Running the same command again resumes every run."""
     with StopRequests() as stops:
-        return _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops, start_until)
+        return _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops, start_until,
+                         finish_until)
 
 
-def _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops, start_until=None):
+def _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops, start_until=None,
+              finish_until=None):
     stream = stream or sys.stdout
     parallel = max(1, parallel)
     if parallel > 1 and log_dir is None:
@@ -89,6 +96,10 @@ def _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops, start_until=
         out = dict(stdout=log, stderr=subprocess.STDOUT) if log is not None else {}
         return subprocess.Popen(argv, env=env, **out)
 
+    def fits(job):
+        return (finish_until is None or job.expected_seconds is None
+                or time.time() + job.expected_seconds <= finish_until)
+
     passed_on = False
     while pending or running:
         if stops.requested and not passed_on:
@@ -102,7 +113,8 @@ def _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops, start_until=
                         proc.send_signal(signal.SIGTERM)
         closed = start_until is not None and time.time() >= start_until
         while len(running) < parallel and not stops.requested and not closed:
-            ready = [j for j in pending if j.waits_for is None or finished(j.waits_for)]
+            ready = [j for j in pending
+                     if (j.waits_for is None or finished(j.waits_for)) and fits(j)]
             if not ready:
                 break
             job = ready[0]
@@ -119,6 +131,12 @@ def _run_jobs(jobs, parallel, log_dir, stream, poll_seconds, stops, start_until=
             print(f"=== {time.strftime('%H:%M:%S')} the start window has closed: "
                   f"{len(pending)} job(s) not started ({', '.join(j.name for j in pending)}); "
                   f"run the same command again to start them", file=stream, flush=True)
+            return failed
+        if not running and not any(fits(j) for j in pending):
+            left = ", ".join(f"{j.name} ~{j.expected_seconds / 60:.0f} min" for j in pending)
+            print(f"=== {time.strftime('%H:%M:%S')} no run left ends before the finish "
+                  f"window closes: {len(pending)} job(s) not started ({left}); run the same "
+                  f"command again to start them", file=stream, flush=True)
             return failed
         if not running:  # what is left waits for a run nobody will make
             for job in pending:

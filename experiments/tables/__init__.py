@@ -14,6 +14,7 @@ produced them ("ours, paper profile", "ours, CPU scale").
 """
 
 import importlib
+import importlib.util
 
 # The package's names, imported on first use: ``python -m experiments.tables status``
 # (``make status``) reads run directories and needs none of the table modules, which
@@ -34,6 +35,9 @@ __all__ = sorted(_MODULE_OF)
 
 
 def __getattr__(name):
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    """A name of :data:`_EXPORTS`, or a submodule (``tables.runner``), on first use."""
+    if name in _MODULE_OF:
+        return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

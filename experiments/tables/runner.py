@@ -7,7 +7,8 @@ it. Finished runs are skipped, so a table resumes. Also the command line::
     python -m experiments.tables table4 --runs runs/table4 --out results/table4.md
     python -m experiments.tables run table4-cpu --runs_root runs/table4_cpu \
         --out results/table4_cpu.md [--only multi30k_soft,multi30k_acvi] [--seeds 0,1,2] \
-        [--parallel 2] [--shard 1/4] [--start_within 90] [--order seeds|rows] [--dry_run]
+        [--parallel 2] [--shard 1/4] [--start_within 90] [--finish_within 170]
+        [--order seeds|rows] [--dry_run]
 
 ``--shard I/N`` runs only the I-th of N disjoint slices of those runs
 (:mod:`experiments.tables.shard`): N machines given the same ``--runs_root`` (a shared
@@ -22,7 +23,8 @@ then seed 1 of every row, ..., so a runner stopped partway leaves every row with
 seeds rather than some rows complete and others empty; ``--order rows`` keeps the table's
 order, a row's seeds together. ``--start_within M`` starts no run more than M minutes
 after the runner started (the ones started finish): with M the time left minus a run's
-length, no run is cut off by the end of an allocation.
+length, no run is cut off by the end of an allocation. ``--finish_within M`` starts a run
+only if its expected length (the median of its row's archived runs) ends within M minutes.
 
 ``run`` stops before training anything, with exit code 2, when a dataset's files are
 missing or are partial copies (the mirror holds only a 999-line head of IWSLT'15 train
@@ -37,22 +39,11 @@ import time
 
 from experiments.archive import archive, archived_run
 from experiments.jobs import Job, run_jobs, shell
-from experiments.tables import preflight, shard as shard_lib, status as status_lib
+from experiments.tables import preflight, run_length, shard as shard_lib, status as status_lib
 from experiments.tables.registry import RENDER, SPECS, TABLES, TASK_OF
 from experiments.tables.render import RESULT_KEYS, find_results
 from experiments.tables.write import rows_of, write_table  # noqa: F401 (tests, scripts)
-from experiments.tables.spec import CONFIG_DIR, REPO_ROOT
-
-
-def read_flagfile(path):
-    values = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("--") and "=" in line:
-                key, _, value = line[2:].partition("=")
-                values[key] = value
-    return values
+from experiments.tables.spec import CONFIG_DIR, REPO_ROOT, read_flagfile
 
 
 def run_name(name, seed):
@@ -114,7 +105,7 @@ def seed_of(run):
 
 def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seeds=(0,),
               parallel=1, shard=None, archive_root=REPO_ROOT, retrain_archived=False,
-              order="seeds", start_until=None):
+              order="seeds", start_until=None, finish_until=None):
     """Checks the data of every run, runs the missing ones (``parallel`` at a time, each
     job's output in ``<runs_root>/logs`` when more than one), archives each run as soon as
     it ends and then every finished run of the table under ``runs_root`` (into the table's
@@ -124,7 +115,9 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
     finished and is in the archive is not run again (its archived results render the
     row) unless ``retrain_archived``. ``order``: "seeds" (every row's seed 0, then
     every row's seed 1, ...) or "rows" (the plan's order). ``start_until``: no run starts
-    after this time (seconds since the epoch; see :func:`experiments.jobs.run_jobs`).
+    after this time (seconds since the epoch; see :func:`experiments.jobs.run_jobs`);
+    ``finish_until``: none starts unless its expected length
+    (:mod:`~experiments.tables.run_length`, from the archive) ends before this time.
     Returns 2, running
     nothing, when data (or features, or trained models) are missing; 1 when a run failed
     (the table is not written)."""
@@ -164,10 +157,12 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
             return f"archived in {where}"
         return None
 
-    failed = run_jobs([Job(run[0], lambda run=run: todo(run), done=lambda run=run: archived(run))
+    lengths = run_length.archived_seconds(where) if finish_until is not None else {}
+    failed = run_jobs([Job(run[0], lambda run=run: todo(run), done=lambda run=run: archived(run),
+                           expected_seconds=run_length.expected_seconds(run[0], lengths))
                        for run in runs], parallel,
                       os.path.join(runs_root, "logs") if parallel > 1 else None, stream,
-                      start_until=start_until)
+                      start_until=start_until, finish_until=finish_until)
     # every seed of every run found under runs_root, not only the ones run now
     every = plan(table, runs_root, seeds=sorted(
         {s for name, _, _ in TABLES[table] for s in row_seeds(table, name, seeds)}
@@ -184,6 +179,10 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
                        epilogue(runs_root, out, stream) if epilogue else ())
     print(f"\n{text}\n\nwritten to {out}", file=stream)
     return 0
+
+
+def _minutes_from_now(minutes):
+    return None if minutes is None else time.time() + 60 * minutes
 
 
 def _seeds_under(runs_root):
@@ -244,6 +243,10 @@ def main(argv=None):
                    help="start no run later than this many minutes after the runner "
                         "starts (runs already started finish); e.g. the time left in an "
                         "allocation minus one run's length")
+    p.add_argument("--finish_within", type=float, default=None, metavar="MINUTES",
+                   help="start a run only if it is expected to end within this many minutes "
+                        "of the runner's start (its length: the median of its row's "
+                        "archived runs, else of the table's; leave a margin)")
     status_lib.add_arguments(sub.add_parser("status", help=status_lib.HELP))
     args = parser.parse_args(argv)
     if args.command == "status":
@@ -273,16 +276,17 @@ def main(argv=None):
                 shard = shard_lib.parse(args.shard)
             except ValueError as e:
                 parser.error(f"--shard: {e}")
-        if args.start_within is not None and args.start_within < 0:
-            parser.error(f"--start_within: {args.start_within} minutes must be >= 0")
+        for flag in ("start_within", "finish_within"):
+            if getattr(args, flag) is not None and getattr(args, flag) < 0:
+                parser.error(f"--{flag}: {getattr(args, flag)} minutes must be >= 0")
         if not os.path.isdir(args.archive_root):
             parser.error(f"--archive_root: {args.archive_root} is not a directory")
         return run_table(args.table, args.runs_root, args.out, args.dry_run, only=only,
                          seeds=seeds, parallel=args.parallel, shard=shard,
                          archive_root=os.path.abspath(args.archive_root),
                          retrain_archived=args.retrain_archived, order=args.order,
-                         start_until=(None if args.start_within is None else
-                                      time.time() + 60 * args.start_within))
+                         start_until=_minutes_from_now(args.start_within),
+                         finish_until=_minutes_from_now(args.finish_within))
     results = find_results(args.runs, *RESULT_KEYS[TASK_OF[args.command]])
     if not results:
         parser.error(f"--runs: no results.json of a translation run under {args.runs}")

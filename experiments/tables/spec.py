@@ -10,6 +10,18 @@ CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 REPO_ROOT = os.path.dirname(os.path.dirname(CONFIG_DIR))
 
 
+def read_flagfile(path):
+    """The ``--key=value`` lines of a flagfile, as {key: value}."""
+    values = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("--") and "=" in line:
+                key, _, value = line[2:].partition("=")
+                values[key] = value
+    return values
+
+
 @dataclasses.dataclass(frozen=True)
 class Table:
     """A table: ``runs`` [(run name, flagfile or None, extra args)] run by the CLI of

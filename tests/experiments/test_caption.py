@@ -189,7 +189,7 @@ def test_flags_and_the_paper_profile():
     assert fv.split_scheme == "paper" and fv.min_count == 1
     for name in ("soft", "structured", "gaussian", "acvi"):
         path = os.path.join(tables.CONFIG_DIR, f"table3_{name}.flags")
-        settings = tables.runner.read_flagfile(path)
+        settings = tables.spec.read_flagfile(path)
         assert settings["attention"] == name and settings["profile"] == "paper"
 
 

@@ -157,3 +157,21 @@ def test_no_job_starts_after_the_start_window(tmp_path, capsys):
     # a closed window starts nothing; the same command later starts what is left
     assert run_jobs([late], start_until=time.time() - 1) == 0 and not os.path.exists(late_path)
     assert run_jobs([late], start_until=time.time() + 60) == 0 and os.path.exists(late_path)
+
+
+def test_a_job_starts_only_if_it_is_expected_to_end_before_the_finish_window(tmp_path, capsys):
+    """``finish_until``: a job expected to outlast the window is not started (listed, not a
+    failure) while a shorter one after it is; a job with no estimate is not held back."""
+    import time
+    long, long_path = _chain(tmp_path, "long", ["train"])
+    short, short_path = _chain(tmp_path, "short", ["train"])
+    unknown, unknown_path = _chain(tmp_path, "unknown", ["train"])
+    long.expected_seconds, short.expected_seconds = 3600.0, 1.0
+    assert run_jobs([long, short, unknown], poll_seconds=0.05,
+                    finish_until=time.time() + 600) == 0
+    assert not os.path.exists(long_path)
+    assert os.path.exists(short_path) and os.path.exists(unknown_path)
+    out = capsys.readouterr().out
+    assert "no run left ends before the finish window closes: 1 job(s) not started " \
+           "(long ~60 min)" in out
+    assert run_jobs([long], finish_until=time.time() + 4000) == 0 and os.path.exists(long_path)

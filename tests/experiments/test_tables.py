@@ -740,3 +740,35 @@ def test_planned_seeds_run_each_row_to_its_own_count(tmp_path, monkeypatch):
         with pytest.raises(SystemExit):
             tables.runner.main(["run", "table4-cpu", "--runs_root", "runs", "--out", "t.md",
                                 "--seeds", "plan", "--dry_run"])
+
+
+def test_finish_within_gives_each_run_its_rows_archived_length(tmp_path, monkeypatch):
+    """``--finish_within M``: the runner hands the job scheduler a window M minutes from
+    now and each run the median wall time of its row's archived seeds (the table's median
+    for a row with none); without the flag no window and no archive read."""
+    import time
+    archive = tmp_path / "results" / "table4_cpu" / "runs"
+    for name, seconds in [("multi30k_soft", 2000.0), ("multi30k_soft_s1", 2400.0),
+                          ("multi30k_ved", 5000.0)]:
+        os.makedirs(archive / name)
+        (archive / name / "results.json").write_text(json.dumps({"wall_time_sec": seconds}))
+    seen = {}
+
+    def fake_run_jobs(jobs, parallel, log_dir, stream, start_until=None, finish_until=None):
+        seen.update(finish_until=finish_until,
+                    lengths={j.name: j.expected_seconds for j in jobs})
+        return 0
+    monkeypatch.setattr(tables.runner, "run_jobs", fake_run_jobs)
+    monkeypatch.setitem(tables.preflight.CHECKS, "translate", lambda *a: True)
+    monkeypatch.setattr(tables.runner, "write_table", lambda *a, **k: "table")
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "table4-cpu", "--runs_root", "runs", "--out", "t.md", "--only",
+            "multi30k_soft,multi30k_vrnmt", "--seeds", "2", "--archive_root", str(tmp_path)]
+    start = time.time()
+    assert tables.runner.main(argv + ["--finish_within", "90"]) == 0
+    assert start + 90 * 60 <= seen["finish_until"] <= time.time() + 90 * 60
+    assert seen["lengths"] == {"multi30k_soft_s2": 2200.0, "multi30k_vrnmt_s2": 2400.0}
+    assert tables.runner.main(argv) == 0
+    assert seen["finish_until"] is None
+    with pytest.raises(SystemExit):
+        tables.runner.main(argv + ["--finish_within", "-1"])
