@@ -45,3 +45,23 @@ def expected_seconds(run_name, archived):
         return statistics.median(mine)
     every = [s for runs in archived.values() for s in runs]
     return statistics.median(every) if every else None
+
+
+def plan_summary(names, archived, parallel=1):
+    """One line for a table's dry run: how many of ``names`` (the runs still to train) and
+    how long they are expected to take: the sum of their lengths (run-hours), and that sum
+    over ``parallel`` lanes (a lower bound when the lengths differ); the runs with no
+    estimate are counted apart."""
+    if not names:
+        return "nothing to train"
+    lengths = [expected_seconds(n, archived) for n in names]
+    known = [s for s in lengths if s is not None]
+    line = f"{len(names)} run(s) to train"
+    if known:
+        total = sum(known) / 3600
+        line += (f", expected ~{total:.1f} run-hours"
+                 + (f", ~{total / parallel:.1f} h {parallel} at a time" if parallel > 1 else "")
+                 + " (each run: the median length of its row's archived runs)")
+    if len(known) < len(names):
+        line += f"; {len(names) - len(known)} with no archived run to estimate from"
+    return line

@@ -146,6 +146,9 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
     for run in runs:
         state = "to run" if todo(run) else "archived" if in_archive(run) else "done"
         print(f"  [{state}] {shell(run[1])}", file=stream)
+    print("  " + run_length.plan_summary([r[0] for r in runs if todo(r)],
+                                         run_length.archived_seconds(where), parallel),
+          file=stream)
     if not preflight.CHECKS[task](table, runs, stream):
         return 2
     if dry_run:

@@ -28,3 +28,13 @@ def test_the_median_of_the_row_else_of_the_table(tmp_path):
     assert run_length.expected_seconds("x", {}) is None
     assert run_length.row_of("multi30k_soft_context_noise_s2") == "multi30k_soft_context_noise"
     assert run_length.row_of("multi30k_soft_context_noise") == "multi30k_soft_context_noise"
+
+
+def test_the_dry_run_summary_adds_the_expected_lengths():
+    archived = {"multi30k_soft": [3600.0], "multi30k_ved": [7200.0, 7200.0]}
+    line = run_length.plan_summary(["multi30k_soft_s1", "multi30k_ved_s1", "multi30k_ved_s2"],
+                                   archived, parallel=2)
+    assert line.startswith("3 run(s) to train, expected ~5.0 run-hours, ~2.5 h 2 at a time")
+    assert run_length.plan_summary(["a"], {}) == (
+        "1 run(s) to train; 1 with no archived run to estimate from")
+    assert run_length.plan_summary([], archived) == "nothing to train"
