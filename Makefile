@@ -48,8 +48,9 @@ bench-peers: $(PEERS_VENV)/.installed  ## ours vs OpenNMT-tf, same model size an
 bench-peers-train: $(PEERS_VENV)/.installed  ## end-to-end Multi30k training, ours vs onmt-main, each with its own data pipeline (minutes) -> bench_results/bench_peers_train.{json,md}
 	$(PYTHON) -m benchmarks.peers.train_e2e --peer_python $(PEERS_VENV)/bin/python $(PEERS_ARGS)
 
-status:  ## where the table runs under runs/ stand: state, step, selection metric (last, best), tokens/s, time left
-	@if [ -d runs ]; then $(PYTHON) -m experiments.tables status --runs_root $(or $(wildcard runs/*),runs); \
+status:  ## where the table runs under runs/ (or RUNS=dir ...) stand: state, step, selection metric (last, best), tokens/s, time left
+	@if [ -n "$(RUNS)" ]; then $(PYTHON) -m experiments.tables status --runs_root $(RUNS); \
+	elif [ -d runs ]; then $(PYTHON) -m experiments.tables status --runs_root $(or $(wildcard runs/*),runs); \
 	else echo "no runs yet: runs/ does not exist (make demo or a table target makes it)"; fi
 
 demo:  ## a short Multi30k En->De run of soft and acvi (+ copy baseline), the two at once: table, example translations, an attention heat map -> results/demo.md

@@ -117,6 +117,14 @@ def test_make_status_on_a_fresh_clone_says_there_are_no_runs(tmp_path):
                                    "target makes it)")
     with pytest.raises(FileNotFoundError, match="--runs_root=.*nope: no such directory"):
         status.find_runs([str(tmp_path / "nope")])
+    # RUNS= names the runs of another checkout (a worktree's)
+    _run_dir(tmp_path / "elsewhere" / "multi30k_soft", {"train_steps": 1000},
+             _history(range(100, 1100, 100), 10.0, [(1000, {"dev_bleu": 35.1})]), results=True)
+    done = subprocess.run(["make", "-s", "status", f"RUNS={tmp_path / 'elsewhere'}",
+                           f"PYTHON={sys.executable}"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=root))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].split()[:3] == ["multi30k_soft", "done", "1,000/1,000"]
 
 
 def test_python_m_status_answers_without_tensorflow(tmp_path):
