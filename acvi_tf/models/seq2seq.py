@@ -58,6 +58,11 @@ class ModelConfig:
         0.0, "Word dropout (Bowman et al. 2016): in training, each decoder input word (not "
         "<bos>, not padding) becomes UNK with this probability.", lower_bound=0.0,
         upper_bound=0.99)
+    label_smoothing: float = setting(
+        0.0, "Label smoothing of the training loss (Szegedy et al. 2016; Vaswani et al. 2017 "
+        "use 0.1), --model=transformer with the softmax head: (1 - eps) NLL + eps x the "
+        "cross-entropy to the uniform distribution over the vocabulary. The logged and "
+        "evaluated NLL stays unsmoothed.", lower_bound=0.0, upper_bound=0.99)
     num_samples: int = setting(1, "Monte-Carlo samples of the ELBO.", lower_bound=1)  # tiles B
     pad_id: int = 0
     unk_id: int = 1
@@ -142,6 +147,9 @@ class Seq2Seq(keras.Model):
         super().__init__(**kwargs)
         self.config = config
         c = config
+        if c.label_smoothing:
+            raise ValueError(f"label_smoothing={c.label_smoothing}: implemented for "
+                             f"--model=transformer (softmax head) only")
         self.encoder = Encoder(c.src_vocab_size, c.embed_dim, c.encoder_units,
                                c.encoder_layers, c.dropout, lstm_impl=c.lstm_impl,
                                name="encoder")

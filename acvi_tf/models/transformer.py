@@ -216,6 +216,9 @@ class Transformer(keras.Model):
             raise ValueError(f"transformer: --{', --'.join(bad)} apply to the seq2seq model only "
                              f"(got attention={c.attention!r}, coverage={c.coverage}, "
                              f"latent={c.latent!r})")
+        if c.label_smoothing and c.head != "softmax":  # the copy slots' log(0 + 1e-12)
+            raise ValueError(f"transformer: label_smoothing={c.label_smoothing} needs "
+                             f"--head=softmax (got head={c.head!r})")
         d = c.embed_dim
         self.model_dim = d
         if c.src_vocab_size:
@@ -253,9 +256,15 @@ class Transformer(keras.Model):
         return [getattr(self, f"decoder_{i}") for i in range(self.config.transformer_layers)]
 
     def loss_weights(self):
-        return {}
+        """``label_smoothing`` enters with weight eps: nll + eps (U - nll) is the smoothed
+        loss (1 - eps) nll + eps U (:meth:`teacher_forced`)."""
+        eps = self.config.label_smoothing
+        return {"label_smoothing": eps} if eps else {}
 
     def aux_names(self):
+        return ["label_smoothing"] if self.config.label_smoothing else []
+
+    def kl_loss_names(self):
         return []
 
     def set_mode(self, coverage=None, **unused):
@@ -377,8 +386,9 @@ class Transformer(keras.Model):
                        diagnostics=False):
         """All target positions in one causal pass; per-example sums as Seq2Seq's.
 
-        Returns ``nll`` [B] (summed masked token NLL), ``num_tokens`` [B] and,
-        if asked, ``attention`` [B, T, N].
+        Returns ``nll`` [B] (summed masked token NLL), ``num_tokens`` [B], with
+        ``label_smoothing`` the summed cross-entropy to the uniform distribution minus
+        ``nll`` [B], and, if asked, ``attention`` [B, T, N].
         """
         seed = tf.cast(seed, tf.int32)
         memory_state = self.encode(batch, training=training, seed=seed)
@@ -389,6 +399,11 @@ class Transformer(keras.Model):
         target_lp = tf.gather(log_probs, tgt_out, batch_dims=2)
         out = {"nll": -tf.reduce_sum(target_lp * tmask, axis=1),
                "num_tokens": tf.reduce_sum(tmask, axis=1)}
+        if self.config.label_smoothing:
+            # U - nll, U the summed cross-entropy to the uniform distribution over the
+            # vocabulary: with weight eps (loss_weights) the objective is label-smoothed.
+            uniform = -tf.reduce_mean(log_probs, axis=-1)
+            out["label_smoothing"] = tf.reduce_sum(uniform * tmask, axis=1) - out["nll"]
         if diagnostics:
             out.update(diagnostic_sums(attention, tmask, memory_state))
         if return_attention:

@@ -164,9 +164,14 @@ def _train(model_fn, data, steps, tmp_path, lr):
     return trainer.model, nll
 
 
-def test_trainer_learns_the_reverse_task(tmp_path):
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_trainer_learns_the_reverse_task(tmp_path, label_smoothing):
+    """With label smoothing too: the trainer takes the smoothed objective and the NLL it
+    logs (the plain one) falls."""
     task = ReverseTask(vocab_size=V, batch_size=16, seed=0)
-    _, nll = _train(lambda: Transformer(tiny_config(dropout=0.1)), task, 60, tmp_path, 3e-3)
+    _, nll = _train(lambda: Transformer(tiny_config(dropout=0.1,
+                                                    label_smoothing=label_smoothing)),
+                    task, 60, tmp_path, 3e-3)
     assert all(np.isfinite(nll))
     assert nll[-1] < nll[0] - 0.3, nll
 
@@ -237,3 +242,33 @@ def test_registry_and_config_errors():
     model.set_mode(acvi_mixing="gumbel", coverage=False)
     with pytest.raises(ValueError, match="no coverage"):
         model.set_mode(coverage=True)
+
+
+def test_label_smoothing_is_kerass_smoothed_cross_entropy_and_the_nll_stays_plain():
+    """--label_smoothing=eps: the training objective is the label-smoothed cross-entropy
+    of Keras' reference, summed over the real target tokens; the nll term is the plain one
+    (the same as without smoothing); the other models and heads refuse it."""
+    eps = 0.1
+    batch = reverse_batch()
+    plain = Transformer(tiny_config())
+    plain.build_for_checkpoint(batch)
+    smoothed = Transformer(tiny_config(label_smoothing=eps))
+    smoothed.build_for_checkpoint(batch)
+    smoothed.set_weights(plain.get_weights())
+    terms = smoothed.loss_terms(batch, training=False)
+    assert np.isclose(terms["nll"].numpy(), plain.loss_terms(batch, training=False)["nll"]
+                      .numpy(), rtol=1e-6)
+    memory_state = smoothed.encode(batch, training=False)
+    log_probs = smoothed._decode(batch["tgt_in"], tf.range(batch["tgt_in"].shape[1]),
+                                 memory_state, 0, False)[0]
+    mask = (batch["tgt_out"].numpy() != 0)
+    reference = keras.losses.categorical_crossentropy(
+        tf.one_hot(batch["tgt_out"], V), tf.exp(log_probs), label_smoothing=eps).numpy()
+    assert np.isclose(terms["objective"].numpy(), (reference * mask).sum(), rtol=1e-5)
+    assert terms["objective"].numpy() > terms["nll"].numpy()
+    with pytest.raises(ValueError, match="label_smoothing=0.1 needs --head=softmax"):
+        Transformer(tiny_config(label_smoothing=eps, head="pointer"))
+    with pytest.raises(ValueError, match="implemented for --model=transformer"):
+        Seq2Seq(ModelConfig(src_vocab_size=V, tgt_vocab_size=V, embed_dim=8, encoder_units=8,
+                            decoder_units=8, attention_units=8, head_units=8,
+                            label_smoothing=eps))
