@@ -143,12 +143,12 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
         return [] if preflight.done(task, run[2], run[3]) or in_archive(run) else [run[1]]
 
     print(f"{table}: {len(runs)} runs under {runs_root}{of}", file=stream)
+    to_run = [run[0] for run in runs if todo(run)]
     for run in runs:
-        state = "to run" if todo(run) else "archived" if in_archive(run) else "done"
+        state = "to run" if run[0] in to_run else "archived" if in_archive(run) else "done"
         print(f"  [{state}] {shell(run[1])}", file=stream)
-    print("  " + run_length.plan_summary([r[0] for r in runs if todo(r)],
-                                         run_length.archived_seconds(where), parallel),
-          file=stream)
+    lengths = run_length.archived_seconds(where)  # the archive read once: summary and jobs
+    print("  " + run_length.plan_summary(to_run, lengths, parallel), file=stream)
     if not preflight.CHECKS[task](table, runs, stream):
         return 2
     if dry_run:
@@ -160,7 +160,6 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
             return f"archived in {where}"
         return None
 
-    lengths = run_length.archived_seconds(where) if finish_until is not None else {}
     failed = run_jobs([Job(run[0], lambda run=run: todo(run), done=lambda run=run: archived(run),
                            expected_seconds=run_length.expected_seconds(run[0], lengths))
                        for run in runs], parallel,

@@ -745,7 +745,7 @@ def test_planned_seeds_run_each_row_to_its_own_count(tmp_path, monkeypatch):
 def test_finish_within_gives_each_run_its_rows_archived_length(tmp_path, monkeypatch):
     """``--finish_within M``: the runner hands the job scheduler a window M minutes from
     now and each run the median wall time of its row's archived seeds (the table's median
-    for a row with none); without the flag no window and no archive read."""
+    for a row with none); without the flag no window."""
     import time
     archive = tmp_path / "results" / "table4_cpu" / "runs"
     for name, seconds in [("multi30k_soft", 2000.0), ("multi30k_soft_s1", 2400.0),
