@@ -46,15 +46,6 @@ def _short(stderr):
             if line.strip() and not line.startswith(("I0000", "WARNING: All log", "W0000"))]
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """One smoke translation run of 6 steps (checkpoints at 3 and 6), copied by each test."""
-    model_dir = str(tmp_path_factory.mktemp("issue40") / "run")
-    r = _cli(SMOKE + [f"--model_dir={model_dir}"], env=_env())
-    assert r.returncode == 0, r.stderr[-3000:]
-    return model_dir
-
-
 def _copy(trained, tmp_path):
     model_dir = str(tmp_path / "run")
     shutil.copytree(trained, model_dir)

@@ -6,7 +6,6 @@ import fcntl
 import glob
 import json
 import os
-import shutil
 import socket
 import textwrap
 import time
@@ -22,21 +21,10 @@ from acvi_tf.training import checkpoint_checks
 from acvi_tf.training.trainer import CheckpointError
 from tests import cli
 from tests.reliability.test_bad_inputs import _cli
+# the smoke profile's run (its final evaluation on 8 dev pairs), the mirror, the trainer and
+# the copy of the run (conftest.py's ``trained``) of the first half of issue 40's tests
+from tests.reliability.test_faults_issue40 import ROOT, SMOKE, _copy, _env, _trainer
 from tests.training.test_trainer import _cfg
-from tests.training.test_trainer import _trainer as _acvi_trainer
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MIRROR = os.environ.get("ACVI_DATA_MIRROR", "/work/shared/data")
-# the smoke profile, its final evaluation on 8 dev pairs (the run is what is tested here)
-SMOKE = ["--profile=smoke", "--mode=train", "--max_eval_lines=8"]
-
-
-def _env():
-    return {"ACVI_DATA_MIRROR": MIRROR}
-
-
-def _trainer(model_dir, steps, **kw):
-    return _acvi_trainer(model_dir, steps, attention="soft", gumbel_fraction=0.0, **kw)
 
 
 def _short(stderr):
@@ -44,21 +32,6 @@ def _short(stderr):
     return [line for line in stderr.splitlines()
             if line.strip() and not line.startswith(("I0000", "WARNING: All log", "W0000", "I1",
                                                      "INFO:tensorflow"))]
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """One smoke translation run of 6 steps (checkpoints at 3 and 6), copied by each test."""
-    model_dir = str(tmp_path_factory.mktemp("issue40_rest") / "run")
-    r = _cli(SMOKE + [f"--model_dir={model_dir}"], env=_env())
-    assert r.returncode == 0, r.stderr[-3000:]
-    return model_dir
-
-
-def _copy(trained, tmp_path):
-    model_dir = str(tmp_path / "run")
-    shutil.copytree(trained, model_dir)
-    return model_dir
 
 
 def _batch():
