@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import tempfile
 
+from acvi_tf.metrics import paired_lists
 from acvi_tf.utils.packages import package_subdir
 
 EXACT = "exact"
@@ -113,12 +114,7 @@ def meteor(hypotheses, references, mode=FULL, multi_ref=False, lang="en", memory
     """
     if mode not in (EXACT, FULL):
         raise ValueError(f"mode must be {EXACT!r} or {FULL!r}, not {mode!r}")
-    hypotheses = list(hypotheses)
-    references = list(references)
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    if not hypotheses:
-        raise ValueError("nothing to evaluate")
+    hypotheses, references = paired_lists(hypotheses, references)
     missing = missing_requirements()
     if missing:
         raise MeteorError(missing)

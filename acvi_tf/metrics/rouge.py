@@ -50,6 +50,7 @@ import shutil
 import subprocess
 import tempfile
 
+from acvi_tf.metrics import paired_lists
 from acvi_tf.utils.packages import package_subdir
 
 SEE_OPTIONS = "-c 95 -2 -1 -U -r 1000 -n 4 -w 1.2 -a -m"
@@ -278,12 +279,7 @@ def rouge(hypotheses, references, options="cnndm", multi_ref=False, return_outpu
     under ``"output"``; ``per_item`` adds ROUGE-1.5.5's own per-summary scores (its
     ``-d``) under ``"items"`` (:func:`parse_items`), e.g. for a paired bootstrap. Temporary files live in a temp dir that is removed.
     """
-    hypotheses = list(hypotheses)
-    references = list(references)
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    if not hypotheses:
-        raise ValueError("nothing to evaluate")
+    hypotheses, references = paired_lists(hypotheses, references)
     opts = PRESETS.get(options, options).split()
     if "-e" in opts or "-z" in opts:
         raise ValueError("-e and -z are set by this wrapper")

@@ -192,3 +192,17 @@ def test_db_goes_to_cache_when_package_dir_is_read_only(tmp_path, monkeypatch):
     assert d == str(tmp_path / "cache" / "rouge-1.5.5-data")
     assert rouge._db_entries(os.path.join(d, "WordNet-2.0.exc.db")) > 5000
     assert os.path.isfile(os.path.join(d, "smart_common_words.txt"))
+
+
+@pytest.mark.parametrize("hypotheses, references, message", [
+    (["a b", "c"], ["a b"], "2 hypotheses but 1 references"),
+    ([], [], "nothing to evaluate")])
+def test_mismatched_or_empty_inputs_are_refused_before_either_scorer_runs(
+        hypotheses, references, message):
+    """ROUGE-1.5.5 and METEOR (their shared check) refuse a count mismatch or nothing to
+    score with one line, before Perl or Java is asked for (so also where neither is
+    installed)."""
+    from acvi_tf.metrics import meteor
+    for score in (rouge.rouge, meteor.meteor):
+        with pytest.raises(ValueError, match=message):
+            score(iter(hypotheses), iter(references))
