@@ -92,21 +92,3 @@ def test_the_demo_ends_with_its_table_examples_and_heat_map(tmp_path, monkeypatc
     assert drawn == [(str(runs_root), SOURCES[0], str(tmp_path / "results" / "demo_attention"))]
     assert "![ACVI's attention a_t^i on test sentence 1](demo_attention/attention_0000.png)" in text
     assert json.loads((runs_root / "multi30k_acvi" / "results.json").read_text())["system"] == "acvi"
-
-
-def test_the_demo_trains_the_converged_tables_settings_at_its_own_size():
-    """Soft attention and ACVI (ours) in the demo are the converged Table 4's rows (their
-    flagfiles: ACVI (ours) with KL weight 0), cut to the cpu profile and the demo's size."""
-    from experiments.tables.table4_translation import TABLE4_CPU_RUNS
-    table = {name: flagfile for name, flagfile, _ in TABLE4_CPU_RUNS}
-    runs = {name: (flagfile, args) for name, flagfile, args in demo.DEMO_RUNS}
-    assert runs["multi30k_acvi"][0] == table["multi30k_acvi"] == \
-        "table4cpu_converged_multi30k_acvi.flags"
-    assert runs["multi30k_soft"][0] == table["multi30k_soft"]
-    with open(os.path.join(runner.REPO_ROOT, "experiments", "configs",
-                           runs["multi30k_acvi"][0])) as f:
-        assert "--attention_option=kl_weight=0\n" in f.read()
-    for name in ("multi30k_soft", "multi30k_acvi"):
-        args = runs[name][1]
-        # after the flagfile (which may name another profile): the demo's own settings
-        assert args[0] == "--profile=cpu" and f"--train_steps={demo.DEMO_STEPS}" in args
