@@ -46,11 +46,10 @@ def _np_kl_large_sample(a, mu, lss, n, rng):
 
 def _draws(sample, count, seed):
     """``sample(seed_pair)`` for the seeds [seed, 0] .. [seed, count - 1], stacked on a new
-    axis 1: the draws a Python loop of eager calls gives (stateless seeds), in one traced
+    axis 0: the draws a Python loop of eager calls gives (stateless seeds), in one traced
     map instead of ``count`` eager calls (which cost seconds)."""
     seeds = tf.stack([tf.fill([count], seed), tf.range(count)], axis=1)
-    draws = tf.function(lambda: tf.map_fn(sample, seeds, fn_output_signature=tf.float32))()
-    return tf.transpose(draws, [1, 0] + list(range(2, draws.shape.rank)))
+    return tf.function(lambda: tf.map_fn(sample, seeds, fn_output_signature=tf.float32))()
 
 
 def _mc_kl(scores, mask, memory, lss, samples, seed=0):
@@ -58,8 +57,9 @@ def _mc_kl(scores, mask, memory, lss, samples, seed=0):
     log_probs = tf.nn.log_softmax(logits)
     draws = _draws(lambda s: acvi_lib.ancestral_sample(log_probs, memory, lss, s), samples, seed)
     terms = acvi_lib.mixture_terms(tf.constant(memory), tf.constant(lss))
-    # one decoder step (T = 1) with `samples` draws
-    kl = acvi_lib.kl_mixture_mc(log_probs[:, None], terms, draws[:, None])
+    # one decoder step (T = 1) with `samples` draws: [B, 1, S, D]
+    kl = acvi_lib.kl_mixture_mc(log_probs[:, None], terms,
+                                tf.transpose(draws, [1, 0, 2])[:, None])
     return kl[:, 0].numpy()
 
 
@@ -103,8 +103,8 @@ def test_mixed_context_has_the_law_of_the_per_component_sum(mixing):
         w = masked_softmax(scores, mask).numpy()
     else:
         w = acvi_lib.relaxed_weights(logits, 0.5, tf.constant([1, 2])).numpy()
-    draws = np.transpose(_draws(lambda s: acvi_lib.sample_mixed_context(
-        w, memory, np.exp(lss), s), 3000, 9).numpy(), [1, 0, 2])
+    draws = _draws(lambda s: acvi_lib.sample_mixed_context(w, memory, np.exp(lss), s),
+                   3000, 9).numpy()
     rng = np.random.default_rng(0)
     eps = rng.normal(size=(3000,) + memory.shape)
     brute = np.einsum("bn,sbnd->sbd", w, memory[None] + np.exp(0.5 * lss)[None] * eps)
