@@ -109,7 +109,8 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
     """Checks the data of every run, runs the missing ones (``parallel`` at a time, each
     job's output in ``<runs_root>/logs`` when more than one), archives each run as soon as
     it ends and then every finished run of the table under ``runs_root`` (into the table's
-    archive under ``archive_root``), renders the table to ``out``. ``shard=(I, N)``:
+    archive under ``archive_root``), renders the table to ``out`` from ``runs_root`` and
+    the archives under ``archive_root``. ``shard=(I, N)``:
     only the I-th of N disjoint slices of the runs (:mod:`~experiments.tables.shard`);
     the table still renders from every run under ``runs_root``. A run whose command
     finished and is in the archive is not run again (its archived results render the
@@ -176,7 +177,7 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
         print(f"{failed} run(s) failed; the table is not written", file=stream)
         return 1
     epilogue = SPECS[table].epilogue
-    text = write_table(table, find_results(SPECS[table].result_paths(runs_root),
+    text = write_table(table, find_results(SPECS[table].result_paths(runs_root, archive_root),
                                            *RESULT_KEYS[task]), out,
                        epilogue(runs_root, out, stream) if epilogue else ())
     print(f"\n{text}\n\nwritten to {out}", file=stream)

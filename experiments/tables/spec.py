@@ -62,6 +62,9 @@ class Table:
         """The ``results`` this table shows (its ``profiles``)."""
         return [r for r in results if not self.profiles or r.get("profile") in self.profiles]
 
-    def result_paths(self, runs_root):
-        return [runs_root] + [os.path.join(REPO_ROOT, a)
+    def result_paths(self, runs_root, archive_root=REPO_ROOT):
+        """Where the table's results are read: ``runs_root`` and the table's archives under
+        ``archive_root`` (the checkout whose results/ the runs were archived into, which
+        for runs trained from a worktree is not the worktree's own)."""
+        return [runs_root] + [os.path.join(archive_root, a)
                               for a in ((self.archive,) if self.archive else ()) + self.archives]

@@ -591,6 +591,8 @@ def test_archive_root_sends_the_archive_to_another_checkout(tmp_path, monkeypatc
                         str(tmp_path / "t.md"), "--only", "multi30k_ved",
                         "--archive_root", str(main)]) == 0
     assert (main / "results" / "table4_cpu" / "runs" / "multi30k_ved" / "results.json").exists()
+    # the table renders from that checkout's archive (a worktree's own results/ is stale)
+    assert sorted(json.loads((tmp_path / "t.json").read_text())) == ["ved"]
     # on a fresh machine (no runs root) the archived run is not trained again...
     import shutil
     shutil.rmtree(tmp_path / "runs")
