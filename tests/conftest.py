@@ -1,6 +1,9 @@
 """Shared test set-up: quiet TensorFlow, tiny sizes."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -22,7 +25,6 @@ if _set:
     os.environ.update({k: TEST_ENV[k] for k in _set}, ACVI_TEST_ENV=",".join(_set))
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    import atexit
     import sys
 
     def _exit_without_finalizing():
@@ -36,6 +38,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         os._exit(0)
 
     atexit.register(_exit_without_finalizing)
+
+# The tables' disk cache of bootstrap results (acvi_tf/utils/disk_cache.py): a fresh one
+# per test process, so that no test reads what a user's renders (or an earlier test run)
+# stored, and none writes into the user's ~/.cache (registered after the worker's
+# exit handler above, so removed before it runs).
+os.environ["ACVI_CACHE_DIR"] = tempfile.mkdtemp(prefix="acvi_test_cache_")
+atexit.register(shutil.rmtree, os.environ["ACVI_CACHE_DIR"], True)
 
 
 def pytest_configure(config):

@@ -57,6 +57,32 @@ def decoded_sentences(r, references):
     return min(int(n), references) if n else references
 
 
+def cached_paired_bleu(baseline, candidate, references, n_samples):
+    """:func:`acvi_tf.metrics.significance.paired_bootstrap_bleu` through the disk cache
+    (:mod:`acvi_tf.utils.disk_cache`): keyed by the three line lists, ``n_samples``, the
+    function's source, sacrebleu's version and its ``SACREBLEU_SEED`` (the resampling's
+    seed), so a re-render reads the rows whose decodes did not change."""
+    import sacrebleu
+    from acvi_tf.metrics.significance import paired_bootstrap_bleu
+    from acvi_tf.utils.disk_cache import cached
+    parts = [paired_bootstrap_bleu, sacrebleu.__version__,
+             os.environ.get("SACREBLEU_SEED", ""), baseline, candidate, references, n_samples]
+    return cached("paired_bleu", parts, lambda: paired_bootstrap_bleu(
+        baseline, candidate, references, n_samples=n_samples))
+
+
+def cached_two_level(stats_a, stats_b, corpus_score, n_samples):
+    """:func:`acvi_tf.metrics.significance.two_level_bootstrap` through the disk cache,
+    keyed by the statistics arrays, ``n_samples`` and the source of both functions."""
+    import numpy as np
+    from acvi_tf.metrics.significance import two_level_bootstrap
+    from acvi_tf.utils.disk_cache import cached
+    a = [np.asarray(s) for s in stats_a]
+    b = [np.asarray(s) for s in stats_b]
+    return cached("two_level", [two_level_bootstrap, corpus_score, a, b, n_samples],
+                  lambda: two_level_bootstrap(a, b, corpus_score, n_samples))
+
+
 def bleu_vs(baseline, row, references=None):
     """sacrebleu's paired bootstrap of ``row``'s test BLEU against ``baseline``'s (lists
     of results.json dicts, with ``_path``): a dict (:func:`paired_bootstrap_bleu`) plus
@@ -65,7 +91,6 @@ def bleu_vs(baseline, row, references=None):
     or the references are not here; ``{"skipped": reason}`` when a decode file does not
     match its run (the table shows the reason instead of failing).
     ``references(run)``: the reference lines (default :func:`translation_references`)."""
-    from acvi_tf.metrics.significance import paired_bootstrap_bleu
     references = references or translation_references
     pairs = seed_pairs(baseline, row, "decode_test.txt")
     refs = references(pairs[0][0]) if pairs else None
@@ -83,8 +108,7 @@ def bleu_vs(baseline, row, references=None):
                                     decoded_sentences(b, len(refs)))[:count]
     except ValueError as e:  # a decode that does not match its run: the table says so
         return {"skipped": str(e)}
-    res = paired_bootstrap_bleu(base, cand, list(refs[:count]) * len(pairs),
-                                n_samples=N_SAMPLES)
+    res = cached_paired_bleu(base, cand, list(refs[:count]) * len(pairs), N_SAMPLES)
     return dict(res, seeds=len(pairs), sentences=count, subset=count < len(refs))
 
 
@@ -155,7 +179,7 @@ def _bleu_seeds_vs(baseline, row, references, n_samples):
             for side in (base, cand)]
     except ValueError as e:
         return {"skipped": str(e)}
-    res = sig.two_level_bootstrap(stats[0], stats[1], sig.bleu_from_statistics, n_samples)
+    res = cached_two_level(stats[0], stats[1], sig.bleu_from_statistics, n_samples)
     welch = sig.welch_t([r["bleu"]["test"] for r, _ in base], [r["bleu"]["test"] for r, _ in cand])
     return dict(res, welch_p=None if welch is None else welch["p_value"], sentences=n,
                 subset=n < len(refs))
@@ -185,9 +209,9 @@ def rouge1_seeds_vs(baseline, row, n_samples=SEED_SAMPLES, items_file=ROUGE_ITEM
     if not base or not cand:
         return None
     n = min(len(v) for _, v in base + cand)
-    res = sig.two_level_bootstrap([sig.item_statistics(v[:n]) for _, v in base],
-                                  [sig.item_statistics(v[:n]) for _, v in cand],
-                                  sig.mean_from_statistics, n_samples)
+    res = cached_two_level([sig.item_statistics(v[:n]) for _, v in base],
+                           [sig.item_statistics(v[:n]) for _, v in cand],
+                           sig.mean_from_statistics, n_samples)
     welch = sig.welch_t([score(r) for r, _ in base if score(r) is not None],
                         [score(r) for r, _ in cand if score(r) is not None])
     return dict(res, welch_p=None if welch is None else welch["p_value"], sentences=n,
