@@ -48,7 +48,11 @@ def _cli(args, env=None, module="experiments.translate"):
 ])
 def test_a_bad_flag_is_named_and_nothing_is_written(tmp_path, flag, message):
     model_dir = tmp_path / "run"
-    r = _cli(["--profile=smoke", f"--model_dir={model_dir}", flag])
+    # a tiny Multi30k copy: the checks that run after the data loads (--max_length, a
+    # non-finite loss) need data, and the test must not depend on ../shared being there
+    mirror = _write_mirror(str(tmp_path / "mirror"))
+    r = _cli(["--profile=smoke", f"--model_dir={model_dir}", flag],
+             env={"ACVI_DATA_MIRROR": mirror, "ACVI_DATA_DIR": str(tmp_path / "data")})
     assert r.returncode != 0
     assert message in r.stderr
     assert "Traceback" not in r.stderr
