@@ -69,7 +69,11 @@ def cached(namespace, parts, compute):
     root = cache_dir()
     if not root:
         return compute()
-    path = os.path.join(root, namespace, key_of(parts) + ".json")
+    try:
+        key = key_of(parts)
+    except (OSError, TypeError):  # a function without source (a builtin): no key, no cache
+        return compute()
+    path = os.path.join(root, namespace, key + ".json")
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)

@@ -60,12 +60,13 @@ def decoded_sentences(r, references):
 def cached_paired_bleu(baseline, candidate, references, n_samples):
     """:func:`acvi_tf.metrics.significance.paired_bootstrap_bleu` through the disk cache
     (:mod:`acvi_tf.utils.disk_cache`): keyed by the three line lists, ``n_samples``, the
-    function's source, sacrebleu's version and its ``SACREBLEU_SEED`` (the resampling's
-    seed), so a re-render reads the rows whose decodes did not change."""
+    function's source, sacrebleu's and numpy's versions and ``SACREBLEU_SEED`` (the
+    resampling's seed), so a re-render reads the rows whose decodes did not change."""
+    import numpy as np
     import sacrebleu
     from acvi_tf.metrics.significance import paired_bootstrap_bleu
     from acvi_tf.utils.disk_cache import cached
-    parts = [paired_bootstrap_bleu, sacrebleu.__version__,
+    parts = [paired_bootstrap_bleu, sacrebleu.__version__, np.__version__,
              os.environ.get("SACREBLEU_SEED", ""), baseline, candidate, references, n_samples]
     return cached("paired_bleu", parts, lambda: paired_bootstrap_bleu(
         baseline, candidate, references, n_samples=n_samples))
@@ -73,13 +74,15 @@ def cached_paired_bleu(baseline, candidate, references, n_samples):
 
 def cached_two_level(stats_a, stats_b, corpus_score, n_samples):
     """:func:`acvi_tf.metrics.significance.two_level_bootstrap` through the disk cache,
-    keyed by the statistics arrays, ``n_samples`` and the source of both functions."""
+    keyed by the statistics arrays, ``n_samples``, the source of both functions and
+    numpy's version (its generators' streams may change between versions)."""
     import numpy as np
     from acvi_tf.metrics.significance import two_level_bootstrap
     from acvi_tf.utils.disk_cache import cached
     a = [np.asarray(s) for s in stats_a]
     b = [np.asarray(s) for s in stats_b]
-    return cached("two_level", [two_level_bootstrap, corpus_score, a, b, n_samples],
+    return cached("two_level", [two_level_bootstrap, corpus_score, np.__version__, a, b,
+                                n_samples],
                   lambda: two_level_bootstrap(a, b, corpus_score, n_samples))
 
 

@@ -54,6 +54,13 @@ def test_a_function_is_keyed_by_its_source():
     assert disk_cache.key_of([f]) != disk_cache.key_of([g])
 
 
+def test_a_part_without_a_key_is_computed_every_time(cache):
+    compute, calls = _counting(3)
+    for _ in range(2):  # a builtin has no source to hash: no key, so no stored result
+        assert disk_cache.cached("ns", [len, "x"], compute) == 3
+    assert len(calls) == 2 and not cache.exists()
+
+
 def test_an_empty_setting_turns_it_off_and_a_bad_entry_is_recomputed(cache, monkeypatch):
     compute, calls = _counting([1, 2])
     disk_cache.cached("ns", ["x"], compute)
