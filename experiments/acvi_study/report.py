@@ -268,8 +268,9 @@ def converged_comparison(table4):
                  f"{row['diff_to_soft']:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else ""))
         lines.append(
             f"| {label} | {len(test)} | {_ms(test)} | {_ms(row.get('val_bleu') or [])} | "
-            f"{delta} | {_fmt(row.get('welch_p'), 3)} | "
-            f"{verdict or '–'} | " + (f"{vs_ours['difference']:+.2f}, p = {vs_ours['p_value']:.3f}"
+            f"{delta} | {significance.welch_text(row.get('welch_p'))} | "
+            f"{verdict or '–'} | " + (f"{vs_ours['difference']:+.2f}, "
+                                       f"p = {significance.welch_text(vs_ours['p_value'])}"
                                        if vs_ours else "–") + " |")
     lines.append("")
     return lines, payload

@@ -178,6 +178,10 @@ def test_the_converged_comparison_reads_the_table_and_tests_the_controls_against
     assert "| Soft attention + dropout on c_t (control) | 0 | not run yet |" in text
     assert set(data) == {"soft", "acvi", "soft_context_noise"}
     assert acvi_study_report._verdict([-2.0, -0.1], "soft attention") == "behind soft attention"
+    # A p below 0.001 keeps a significant digit (as the table prints it), not "0.000".
+    table4["acvi"]["welch_p"] = 1.6e-07
+    text = "\n".join(acvi_study_report.converged_comparison(table4)[0])
+    assert " | -0.43 [-1.40, +0.60] | 1.6e-07 | " in text
 
 
 def _flags(path):
