@@ -50,7 +50,7 @@ bench-peers-train: $(PEERS_VENV)/.installed  ## end-to-end Multi30k training, ou
 
 status:  ## where the table runs under runs/ (or RUNS=dir ...) stand: state, step, selection metric (last, best), tokens/s, time left
 	@if [ -n "$(RUNS)" ]; then $(PYTHON) -m experiments.tables status --runs_root $(RUNS); \
-	elif [ -d runs ]; then $(PYTHON) -m experiments.tables status --runs_root $(or $(wildcard runs/*),runs); \
+	elif [ -d runs ]; then $(PYTHON) -m experiments.tables status --runs_root $(or $(wildcard runs/*/),runs); \
 	else echo "no runs yet: runs/ does not exist (make demo or a table target makes it)"; fi
 
 demo:  ## a short Multi30k En->De run of soft and acvi (+ copy baseline), the two at once: table, example translations, an attention heat map -> results/demo.md

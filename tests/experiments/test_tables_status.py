@@ -127,6 +127,26 @@ def test_make_status_on_a_fresh_clone_says_there_are_no_runs(tmp_path):
     assert done.stdout.splitlines()[1].split()[:3] == ["multi30k_soft", "done", "1,000/1,000"]
 
 
+def test_make_status_reads_the_run_folders_beside_a_rendered_table(tmp_path):
+    """A table run from a worktree writes its table next to its runs (``--out
+    runs/table4_cpu.md``, the README's command): `make status` there lists the runs of
+    runs/table4_cpu instead of failing on the table file as a --runs_root."""
+    import shutil
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    shutil.copy(os.path.join(root, "Makefile"), tmp_path / "Makefile")
+    _run_dir(tmp_path / "runs" / "table4_cpu" / "multi30k_soft", {"train_steps": 1000},
+             _history(range(100, 1100, 100), 10.0, [(1000, {"dev_bleu": 35.1})]), results=True)
+    for name in ("table4_cpu.md", "table4_cpu.json", "table4_cpu_curves.png"):
+        (tmp_path / "runs" / name).write_text("rendered\n")
+    done = subprocess.run(["make", "-s", "status", f"PYTHON={sys.executable}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=root))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[1].split()[:3] == ["multi30k_soft", "done", "1,000/1,000"]
+
+
 def test_python_m_status_answers_without_tensorflow(tmp_path):
     """`make status` is read-only and quick: `python -m experiments.tables status` imports
     no table module and no TensorFlow (a second, not ten and a screen of log lines), and
