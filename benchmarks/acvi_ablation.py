@@ -1,7 +1,9 @@
 """Where ACVI's training step spends its time beyond soft attention's: an ablation.
 
 Each row is the same model at the paper's sizes (``profiles.TRANSLATION_MODEL`` or
-``SUMMARIZATION_MODEL``) with one part of ACVI removed, so the difference between two
+``SUMMARIZATION_MODEL``), or at the size ``make table4-cpu`` trains (``--size=table4_cpu``,
+``profiles.TABLE4_CPU_MODEL``, batch 64; with ``--threads=1`` as each of its runs), with
+one part of ACVI removed, so the difference between two
 rows is that part's cost. The rows' steps are timed alternately in one process (A B C
 A B C ...), so a load that changes during the run affects every row alike:
 
@@ -46,12 +48,16 @@ import numpy as np
 
 from benchmarks import record
 from benchmarks.load import OtherLoad, load_average
-from benchmarks.profiles import SUMMARIZATION_MODEL, TOY_MODEL, TRANSLATION_MODEL
+from benchmarks.profiles import (SUMMARIZATION_MODEL, TABLE4_CPU_MODEL, TOY_MODEL,
+                                 TRANSLATION_MODEL)
 from benchmarks.workload import make_train_step, random_batch
 
 SIZES = {"translation": (TRANSLATION_MODEL, 128, 50, 50),
          "summarization": (dict(SUMMARIZATION_MODEL, dropout=0.0), 16, 400, 100),
+         # the size the CPU tables train at: batch 64, Multi30k's typical 14 / 15 tokens
+         "table4_cpu": (TABLE4_CPU_MODEL, 64, 14, 15),
          "toy": (TOY_MODEL, 2, 5, 4)}  # checks the harness; times nothing of interest
+PAPER_SIZES = ("translation", "summarization")
 ROWS = ("soft", "acvi", "acvi_kl0", "acvi_bound", "acvi_kl0_no_variance", "acvi_kl0_no_noise",
         "soft_plain_loop", "acvi_kl0_plain_loop", "soft_block_lstm", "acvi_kl0_block_lstm",
         "soft_no_grad_norm")
@@ -155,10 +161,13 @@ def summarize(times):
 
 
 def markdown(result):
-    lines = record.preamble(result, f"ACVI's step time by part ({result['size']}, paper sizes)")
+    where = "paper sizes" if result["size"] in PAPER_SIZES else "not a paper size"
+    threads = result.get("intra_op_threads")
+    lines = record.preamble(result, f"ACVI's step time by part ({result['size']}, {where})")
     lines += [f"Command: `{result['command']}`. {result['rounds']} rounds, the rows "
               f"alternating; median seconds per training step (Adam, fp32, XLA "
-              f"{'on' if result.get('xla') else 'off'}).", "",
+              f"{'on' if result.get('xla') else 'off'}"
+              + (f", {threads} intra-op thread(s)" if threads else "") + ").", "",
               "| row | s/step (median) | / soft |", "|---|---:|---:|"]
     for row, r in result["rows"].items():
         lines.append(f"| {row} | {r['seconds_median']:.3f} | {r['over_soft']:.2f} |")
@@ -172,10 +181,15 @@ def main(argv=None):
     p.add_argument("--xla", action="store_true", help="XLA-compile every row's step")
     p.add_argument("--rows", default=",".join(ROWS),
                    help=f"comma-separated rows to time (default all: {', '.join(ROWS)})")
+    p.add_argument("--threads", type=int, default=0,
+                   help="TensorFlow's intra- and inter-op threads (0: its default, every "
+                        "core); 1 times a step as each table run trains it, one per core")
     p.add_argument("--out", default="bench_results/acvi_ablation.json")
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error(f"--rounds: {args.rounds} must be at least 1")
+    if args.threads < 0:
+        p.error(f"--threads: {args.threads} must be 0 (TensorFlow's default) or more")
     rows = [r for r in args.rows.split(",") if r]
     unknown = [r for r in rows if r not in ROWS]
     if unknown or not rows:
@@ -183,6 +197,10 @@ def main(argv=None):
                 f"{', '.join(ROWS)}")
     if args.xla:
         rows = [r for r in rows if not r.endswith(BLOCK_LSTM)]
+    if args.threads:
+        import tensorflow as tf
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     load_start = load_average()
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     steps, batch = build_steps(args.size, rows, xla=args.xla)
@@ -190,6 +208,7 @@ def main(argv=None):
     times = time_rows(steps, batch, args.rounds, log)
     others_cores = others.stop()
     result = {"size": args.size, "rounds": args.rounds, "xla": args.xla,
+              "intra_op_threads": args.threads or None,
               **record.header("benchmarks.acvi_ablation", argv, load_start, others_cores),
               "rows": summarize(times)}
     record.write(args.out, result, markdown(result))

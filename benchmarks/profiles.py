@@ -27,6 +27,12 @@ SUMMARIZATION_MODEL = dict(  # CNN/Daily Mail, See et al.-style (Section 4.2)
     src_vocab_size=50000, tgt_vocab_size=50000, embed_dim=128,
     encoder_units=256, encoder_layers=1, decoder_units=256, decoder_layers=1,
     score="additive", attention_units=256, head_units=256)
+# What `make table4-cpu` trains (experiments/translate.py's "cpu" profile, which
+# "cpu_converged" keeps): Multi30k En->De with its vocabularies (min count 2).
+TABLE4_CPU_MODEL = dict(
+    src_vocab_size=5921, tgt_vocab_size=7859, embed_dim=256,
+    encoder_units=128, encoder_layers=1, decoder_units=256, decoder_layers=1,
+    score="multiplicative", attention_units=256, head_units=256, dropout=0.2)
 TOY_MODEL = dict(src_vocab_size=40, tgt_vocab_size=50, embed_dim=8, encoder_units=8,
                  decoder_units=8, attention_units=8, head_units=8)
 

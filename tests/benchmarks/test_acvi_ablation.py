@@ -66,3 +66,43 @@ def test_rows_pick_a_subset_and_unknown_rows_are_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         acvi_ablation.main(["--size=toy", "--rows=soft,nope", f"--out={out}"])
     assert "--rows: unknown nope" in capsys.readouterr().err
+
+
+def test_the_table4_cpu_size_is_the_model_the_cpu_tables_train():
+    """--size=table4_cpu prices what `make table4-cpu` trains: every model field of the
+    translate CLI's "cpu" profile (which "cpu_converged" keeps), its batch, and the
+    vocabulary sizes of Multi30k's vocabularies at that profile's min count of 2 (the sizes
+    of an archived run's vocab.en.txt / vocab.de.txt)."""
+    from acvi_tf.models.seq2seq import ModelConfig
+    from experiments.translate import PROFILES
+    model, batch, src_len, tgt_len = acvi_ablation.SIZES["table4_cpu"]
+    cpu = PROFILES["cpu"]
+    assert PROFILES["cpu_converged"]["batch_size"] == cpu["batch_size"] == batch
+    shared = {k: cpu[k] for k in model if k in cpu}
+    assert set(model) - set(shared) == {"src_vocab_size", "tgt_vocab_size"}
+    assert {k: model[k] for k in shared} == shared
+    assert (model["src_vocab_size"], model["tgt_vocab_size"]) == (5921, 7859)
+    assert all(k in ModelConfig.__dataclass_fields__ for k in model)
+    assert 10 <= src_len <= 20 and 10 <= tgt_len <= 20
+
+
+def test_threads_are_set_and_recorded(tmp_path):
+    """--threads=1 runs every row on one intra-op thread, as each table run trains, and the
+    JSON and the markdown say so (a fresh process: TensorFlow's pools are fixed once made)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = tmp_path / "ablation.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.acvi_ablation", "--size=toy", "--rounds=1",
+         "--rows=soft,acvi", "--threads=1", f"--out={out}"],
+        cwd=root, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=root))
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["intra_op_threads"] == 1 and list(result["rows"]) == ["soft", "acvi"]
+    text = (tmp_path / "ablation.md").read_text()
+    assert "1 intra-op thread(s)" in text and "(toy, not a paper size)" in text
+    with pytest.raises(SystemExit):
+        acvi_ablation.main(["--size=toy", "--threads=-1", f"--out={out}"])
