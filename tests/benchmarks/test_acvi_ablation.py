@@ -1,11 +1,14 @@
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from acvi_tf.attention import acvi
-from benchmarks import acvi_ablation
+from benchmarks import acvi_ablation, record
 
 
 def test_toy_run_writes_every_row_and_leaves_acvi_unpatched(tmp_path):
@@ -89,16 +92,12 @@ def test_the_table4_cpu_size_is_the_model_the_cpu_tables_train():
 def test_threads_are_set_and_recorded(tmp_path):
     """--threads=1 runs every row on one intra-op thread, as each table run trains, and the
     JSON and the markdown say so (a fresh process: TensorFlow's pools are fixed once made)."""
-    import os
-    import subprocess
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = tmp_path / "ablation.json"
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.acvi_ablation", "--size=toy", "--rounds=1",
          "--rows=soft,acvi", "--threads=1", f"--out={out}"],
-        cwd=root, capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, PYTHONPATH=root))
+        cwd=record.REPO_ROOT, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=record.REPO_ROOT))
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["intra_op_threads"] == 1 and list(result["rows"]) == ["soft", "acvi"]

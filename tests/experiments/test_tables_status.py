@@ -3,6 +3,7 @@ run directory, read from files a run writes (no training here)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -10,6 +11,19 @@ import time
 import pytest
 
 from experiments.tables import runner, status
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _make_status(cwd, *args):
+    """`make -s status ARGS` in ``cwd`` with this checkout's Makefile copied there and this
+    checkout on the path (skipped where make is missing)."""
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    shutil.copy(os.path.join(ROOT, "Makefile"), cwd / "Makefile")
+    return subprocess.run(["make", "-s", "status", *args, f"PYTHON={sys.executable}"],
+                          cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
 
 
 def _run_dir(path, flags, history, results=False, lock_pid=None, partial_line=False):
@@ -105,13 +119,7 @@ def test_the_cli_prints_one_line_a_run_and_names_a_missing_root(tmp_path, capsys
 def test_make_status_on_a_fresh_clone_says_there_are_no_runs(tmp_path):
     """`make status` before any run (no runs/) is one line and success, not a traceback;
     an explicit --runs_root that does not exist stays an error naming it."""
-    import shutil
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if shutil.which("make") is None:
-        pytest.skip("needs make")
-    shutil.copy(os.path.join(root, "Makefile"), tmp_path / "Makefile")
-    done = subprocess.run(["make", "-s", "status"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60)
+    done = _make_status(tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ("no runs yet: runs/ does not exist (make demo or a table "
                                    "target makes it)")
@@ -120,9 +128,7 @@ def test_make_status_on_a_fresh_clone_says_there_are_no_runs(tmp_path):
     # RUNS= names the runs of another checkout (a worktree's)
     _run_dir(tmp_path / "elsewhere" / "multi30k_soft", {"train_steps": 1000},
              _history(range(100, 1100, 100), 10.0, [(1000, {"dev_bleu": 35.1})]), results=True)
-    done = subprocess.run(["make", "-s", "status", f"RUNS={tmp_path / 'elsewhere'}",
-                           f"PYTHON={sys.executable}"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60, env=dict(os.environ, PYTHONPATH=root))
+    done = _make_status(tmp_path, f"RUNS={tmp_path / 'elsewhere'}")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1].split()[:3] == ["multi30k_soft", "done", "1,000/1,000"]
 
@@ -131,18 +137,11 @@ def test_make_status_reads_the_run_folders_beside_a_rendered_table(tmp_path):
     """A table run from a worktree writes its table next to its runs (``--out
     runs/table4_cpu.md``, the README's command): `make status` there lists the runs of
     runs/table4_cpu instead of failing on the table file as a --runs_root."""
-    import shutil
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if shutil.which("make") is None:
-        pytest.skip("needs make")
-    shutil.copy(os.path.join(root, "Makefile"), tmp_path / "Makefile")
     _run_dir(tmp_path / "runs" / "table4_cpu" / "multi30k_soft", {"train_steps": 1000},
              _history(range(100, 1100, 100), 10.0, [(1000, {"dev_bleu": 35.1})]), results=True)
     for name in ("table4_cpu.md", "table4_cpu.json", "table4_cpu_curves.png"):
         (tmp_path / "runs" / name).write_text("rendered\n")
-    done = subprocess.run(["make", "-s", "status", f"PYTHON={sys.executable}"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=root))
+    done = _make_status(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[1].split()[:3] == ["multi30k_soft", "done", "1,000/1,000"]
 
@@ -153,7 +152,6 @@ def test_python_m_status_answers_without_tensorflow(tmp_path):
     prints what the runner's own `status` subcommand prints."""
     _run_dir(tmp_path / "multi30k_soft", {"train_steps": 1000},
              _history(range(100, 1100, 100), 10.0, [(1000, {"dev_bleu": 35.1})]), results=True)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     probe = ("import runpy, sys\n"
              "sys.argv = ['experiments.tables', 'status', '--runs_root', sys.argv[1]]\n"
              "try:\n"
@@ -163,7 +161,7 @@ def test_python_m_status_answers_without_tensorflow(tmp_path):
              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')\n"
              "               or m.startswith('experiments.tables.table'))\n"
              "print('EXIT', code, 'HEAVY', heavy)\n")
-    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=root,
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
