@@ -37,6 +37,7 @@ import os
 import sys
 import time
 
+from acvi_tf.utils.provenance import cpu_description
 from experiments.archive import archive, archived_run
 from experiments.jobs import Job, run_jobs, shell
 from experiments.tables import preflight, run_length, shard as shard_lib, status as status_lib
@@ -118,8 +119,8 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
     every row's seed 1, ...) or "rows" (the plan's order). ``start_until``: no run starts
     after this time (seconds since the epoch; see :func:`experiments.jobs.run_jobs`);
     ``finish_until``: none starts unless its expected length
-    (:mod:`~experiments.tables.run_length`, from the archive) ends before this time.
-    Returns 2, running
+    (:mod:`~experiments.tables.run_length`, from the archive, its runs on this machine's
+    CPU first) ends before this time. Returns 2, running
     nothing, when data (or features, or trained models) are missing; 1 when a run failed
     (the table is not written)."""
     stream = stream or sys.stdout
@@ -149,7 +150,8 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
         state = "to run" if run[0] in to_run else "archived" if in_archive(run) else "done"
         print(f"  [{state}] {shell(run[1])}", file=stream)
     lengths = run_length.archived_seconds(where)  # the archive read once: summary and jobs
-    print("  " + run_length.plan_summary(to_run, lengths, parallel), file=stream)
+    cpu = cpu_description()  # the runs of this machine's CPU estimate first
+    print("  " + run_length.plan_summary(to_run, lengths, parallel, cpu), file=stream)
     if not preflight.CHECKS[task](table, runs, stream):
         return 2
     if dry_run:
@@ -162,7 +164,7 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
         return None
 
     failed = run_jobs([Job(run[0], lambda run=run: todo(run), done=lambda run=run: archived(run),
-                           expected_seconds=run_length.expected_seconds(run[0], lengths))
+                           expected_seconds=run_length.expected_seconds(run[0], lengths, cpu))
                        for run in runs], parallel,
                       os.path.join(runs_root, "logs") if parallel > 1 else None, stream,
                       start_until=start_until, finish_until=finish_until)
