@@ -6,9 +6,9 @@ does not count), and ``provenance.cpu_models`` the CPU it ran on. A run's expect
 is the median over the archived seeds of its row, else over every archived run of the
 table (a row not run yet), else unknown; of those, only the runs on this machine's CPU
 where there are any. The CPU matters more than the row's spread: a Transformer seed of
-Table 4 trained at ~1,060 target tokens/s on an AVX2-only AMD EPYC against 1,915 on one
-with AVX-512 (the LSTM rows at similar rates on both). It is still an estimate from whatever load those runs had: a
-margin belongs in the window it is compared with.
+Table 4 trained at a median 1,075 target tokens/s on an AVX2-only AMD EPYC against 1,915
+on one with AVX-512 (the LSTM rows at similar rates on both). It is still an estimate
+from whatever load those runs had: a margin belongs in the window it is compared with.
 """
 
 import glob
