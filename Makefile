@@ -84,7 +84,7 @@ TABLE_ARGS = --seeds $(SEEDS) --parallel $(PARALLEL) $(SHARD_ARGS) --order $(ORD
 	$(if $(FINISH_WITHIN),--finish_within $(FINISH_WITHIN)) \
 	$(if $(ARCHIVE_ROOT),--archive_root $(ARCHIVE_ROOT))
 table4-cpu: ONLY ?= multi30k_copy,multi30k_soft,multi30k_acvi,multi30k_acvi_paper_elbo
-table4-cpu:  ## Table 4 at CPU scale, converged: Multi30k En->De soft vs acvi, 8,000 steps, best val (~65 min each on one core; ONLY=all adds the baselines) -> results/table4_cpu.md
+table4-cpu:  ## Table 4 at CPU scale, converged: Multi30k En->De soft vs acvi, 8,000 steps, best val (38 min to 3.3 h a run on one core by row and CPU; ONLY=all adds the baselines) -> results/table4_cpu.md
 	$(PYTHON) -m experiments.tables run table4-cpu --only $(ONLY) --runs_root runs/table4_cpu --out results/table4_cpu.md $(TABLE_ARGS)
 
 table4-cpu-2500: ONLY ?= multi30k_copy,multi30k_soft,multi30k_acvi,multi30k_acvi_paper_elbo
