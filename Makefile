@@ -18,7 +18,7 @@ install-gpu:  ## the same with TensorFlow's CUDA and cuDNN wheels (pip install -
 check-gpu-install:  ## check that pip resolves the GPU install (pip install --dry-run -e ".[gpu]"; asks the registry, ~1 min)
 	ACVI_TEST_NETWORK=1 $(PYTHON) -m pytest -q -rs tests/test_setup.py
 
-test:  ## the whole test suite (tiny sizes, CPU; on 2 idle cores 6:33-7:53 or 10:57-19:55 by the machine, README)
+test:  ## the whole test suite (tiny sizes, CPU; on 2 idle cores 6:33-7:53 or 10:57-20:37 by the machine, README)
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal tests
 
 readme:  ## rewrite README.md's generated result lines from results/*.json (after re-rendering a table; make test checks them)
