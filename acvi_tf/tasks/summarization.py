@@ -58,6 +58,13 @@ class SummarizationConfig:
     phases: str = setting("table5", "table5: Table 5's five phases of growing truncation "
                           "over the steps before coverage; none: the final lengths "
                           "throughout.", choices=PHASES, restore=ADOPTED)
+    phase_steps: Optional[int] = setting(None, "--phases=table5 over the first N steps "
+                                         "only; the final lengths from there to the "
+                                         "coverage steps (default: every step before "
+                                         "coverage). E.g. --train_steps=10000 "
+                                         "--phase_steps=2000 continues a 2,000-step run's "
+                                         "curriculum at the final lengths.", lower_bound=1,
+                                         restore=ADOPTED)
     coverage_steps: int = setting(3_000, "The last steps, with coverage on (w_k trained, Eq. 9 "
                                   "in the loss); needs --coverage.", lower_bound=0,
                                   restore=ADOPTED)
@@ -88,6 +95,16 @@ class SummarizationConfig:
         if train_steps is not None and self.coverage_steps >= train_steps:
             raise ConfigError("coverage_steps", f"{self.coverage_steps} leaves no step of the "
                               f"{train_steps} (--train_steps) before coverage")
+        if self.phase_steps is not None:
+            if self.phases != "table5":
+                raise ConfigError("phase_steps", f"{self.phase_steps} lays out Table 5's "
+                                  f"phases; --phases={self.phases} has none")
+            body = None if train_steps is None else train_steps - (
+                self.coverage_steps if coverage else 0)
+            if body is not None and self.phase_steps > body:
+                raise ConfigError("phase_steps", f"{self.phase_steps} is more than the "
+                                  f"{body} steps before coverage (--train_steps="
+                                  f"{train_steps})")
         if self.coverage_steps and not coverage:
             raise ConfigError("coverage_steps", f"{self.coverage_steps} coverage steps need a "
                               f"model built with --coverage (or set --coverage_steps=0)")
@@ -96,7 +113,8 @@ class SummarizationConfig:
         """The :class:`PhaseSchedule` of the run (Table 5 laid over ``train_steps``)."""
         return PhaseSchedule.fit(train_steps, self.coverage_steps if coverage else 0,
                                  self.max_enc_steps, self.max_dec_steps,
-                                 phases=self.phases == "table5")
+                                 phases=self.phases == "table5",
+                                 phase_steps=self.phase_steps)
 
 
 def data_status(splits=SPLITS):

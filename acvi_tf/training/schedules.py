@@ -211,12 +211,16 @@ class PhaseSchedule:
         return PhaseSchedule(phases, max(1, int(round(self.coverage_steps * step_scale))))
 
     @classmethod
-    def fit(cls, train_steps, coverage_steps, max_enc_steps, max_dec_steps, phases=True):
+    def fit(cls, train_steps, coverage_steps, max_enc_steps, max_dec_steps, phases=True,
+            phase_steps=None):
         """Table 5 laid over ``train_steps``: the five phases, in the paper's
         proportions, fill the first ``train_steps - coverage_steps`` steps and end at
         ``max_enc_steps`` / ``max_dec_steps`` (the paper's 400 / 100 scaled), then
         ``coverage_steps`` with coverage on. ``phases=False``: one phase at the final
         lengths (no curriculum). With the paper's numbers this is Table 5 exactly.
+        ``phase_steps``: the five phases fill the first ``phase_steps`` steps instead and
+        the last one (the final lengths) runs on to the coverage steps, so a longer run
+        repeats a shorter run's curriculum step for step and then continues it.
         """
         body = int(train_steps) - int(coverage_steps)
         if body < 1:
@@ -224,9 +228,13 @@ class PhaseSchedule:
                              f"{coverage_steps} coverage steps")
         if not phases:
             return cls([(body, max_enc_steps, max_dec_steps)], coverage_steps)
+        span = body if phase_steps is None else int(phase_steps)
+        if not 1 <= span <= body:
+            raise ValueError(f"phase_steps={phase_steps} must be between 1 and the {body} "
+                             f"steps before coverage")
         end, enc, dec = PAPER_SUMMARIZATION_PHASES[-1]
         s = cls(PAPER_SUMMARIZATION_PHASES, 0).scaled(
-            body / end, max_enc_steps / enc, min_length=min(4, max_enc_steps, max_dec_steps),
+            span / end, max_enc_steps / enc, min_length=min(4, max_enc_steps, max_dec_steps),
             dec_length_scale=max_dec_steps / dec)
         phases = list(s.phases)
         phases[-1] = (body, max_enc_steps, max_dec_steps)  # exact, whatever the rounding

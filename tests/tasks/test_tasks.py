@@ -183,6 +183,14 @@ def test_summarization_phases_coverage_and_lead3(tmp_path, monkeypatch):
         config.check(train_steps=1)
     with pytest.raises(ConfigError, match="^coverage_steps: 1 coverage steps need"):
         config.check(coverage=False)
+    with pytest.raises(ConfigError, match="^phase_steps: 5 lays out Table 5's phases; "
+                                          "--phases=none has none"):
+        dataclasses.replace(config, phase_steps=5).check(train_steps=10)
+    with pytest.raises(ConfigError, match="^phase_steps: 10 is more than the 9 steps before "
+                                          "coverage"):
+        dataclasses.replace(config, phases="table5", phase_steps=10).check(train_steps=10)
+    assert dataclasses.replace(config, phases="table5", phase_steps=9).schedule(
+        10, True).phases[-1] == (9, 12, 6)
     decode = dataclasses.replace(DECODE, min_length=2, length_normalization="average")
     task = SummarizationTask(config, decode, RUN, log=lambda m: None)
     model_dir = str(tmp_path / "run")

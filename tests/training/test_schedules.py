@@ -51,6 +51,26 @@ def test_fit_reproduces_table5_and_scales_it():
         PhaseSchedule.fit(10, 10, 30, 8)
 
 
+def test_phase_steps_repeat_the_short_runs_curriculum_then_continue_it():
+    short = PhaseSchedule.fit(2_000, 0, 200, 50)
+    long = PhaseSchedule.fit(10_000, 0, 200, 50, phase_steps=2_000)
+    # every phase of the 2,000-step run, step for step; the last (200 / 50) runs on
+    assert long.phases[:-1] == short.phases[:-1] == (
+        (568, 5, 5), (928, 25, 25), (1472, 50, 25), (1784, 100, 25))
+    assert long.phases[-1] == (10_000, 200, 50) and short.phases[-1] == (2_000, 200, 50)
+    assert all(long.phase(t) == short.phase(t) for t in range(0, 2_000, 7))
+    assert long.phase(9_999) == {"index": 4, "max_enc_steps": 200, "max_dec_steps": 50,
+                                 "coverage": False}
+    # with coverage: the phases over phase_steps, final lengths to the coverage steps
+    cov = PhaseSchedule.fit(3_000, 200, 200, 50, phase_steps=1_800)
+    assert cov.phases[:-1] == PhaseSchedule.fit(2_000, 200, 200, 50).phases[:-1]
+    assert cov.phases[-1] == (2_800, 200, 50) and cov.total_steps == 3_000
+    assert PhaseSchedule.fit(2_000, 0, 200, 50, phase_steps=2_000).phases == short.phases
+    for bad in (0, 2_001):
+        with pytest.raises(ValueError, match=f"phase_steps={bad} must be between 1 and"):
+            PhaseSchedule.fit(2_000, 0, 200, 50, phase_steps=bad)
+
+
 def test_warmup_cosine_schedule_is_its_closed_form():
     import math
     peak, total, warm, f = 2e-3, 1000, 100, schedules.COSINE_FINAL_FRACTION
