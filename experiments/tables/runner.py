@@ -109,8 +109,8 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
               order="seeds", start_until=None, finish_until=None):
     """Checks the data of every run, runs the missing ones (``parallel`` at a time, each
     job's output in ``<runs_root>/logs`` when more than one), archives each run as soon as
-    it ends and then every finished run of the table under ``runs_root`` (into the table's
-    archive under ``archive_root``), renders the table to ``out`` from ``runs_root`` and
+    it ends and then every finished run of the table under ``runs_root`` whose command the
+    archive does not hold yet (into the table's archive under ``archive_root``), renders the table to ``out`` from ``runs_root`` and
     the archives under ``archive_root``. ``shard=(I, N)``:
     only the I-th of N disjoint slices of the runs (:mod:`~experiments.tables.shard`);
     the table still renders from every run under ``runs_root``. A run whose command
@@ -168,10 +168,14 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
                        for run in runs], parallel,
                       os.path.join(runs_root, "logs") if parallel > 1 else None, stream,
                       start_until=start_until, finish_until=finish_until)
-    # every seed of every run found under runs_root, not only the ones run now
-    every = plan(table, runs_root, seeds=sorted(
+    # every seed of every run found under runs_root, not only the ones run now, that
+    # finished by the table's own measure (a Table 5 run is its DUC2004 decode, not the
+    # Table 1 training in the same directory) and whose command the archive lacks: an
+    # archived run is never replaced by another directory's run of the same command
+    every = [run for run in plan(table, runs_root, seeds=sorted(
         {s for name, _, _ in TABLES[table] for s in row_seeds(table, name, seeds)}
         | _seeds_under(runs_root)))
+        if preflight.done(task, run[2], run[3]) and not archived_run(where, run[0], run[1])]
     copied = archive_runs(table, every, archive_root)
     if copied:
         print(f"{copied} finished runs archived in {where}", file=stream)

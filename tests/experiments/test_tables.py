@@ -539,7 +539,7 @@ def test_seeds_run_in_parallel_are_archived_and_rendered_from_the_archive(tmp_pa
         "args = dict(a[2:].split('=', 1) for a in sys.argv[1:] if '=' in a)\n"
         "d, s = args['model_dir'], int(args.get('seed', 0))\n"
         "os.makedirs(d, exist_ok=True)\n"
-        "cmd = ' '.join(['python', '-m', 'experiments.translate'] + sys.argv[1:])\n"
+        "cmd = ' '.join(['python'] + sys.argv)  # the command as run, as the CLIs record it\n"
         "json.dump({'task': 'translate', 'system': 'ved', 'profile': 'cpu', 'steps': 10,\n"
         "           'dataset': 'multi30k', 'src': 'en', 'tgt': 'de', 'decode': {'beam_width': 5},\n"
         "           'bleu': {'dev': 19.0 + s, 'test': 20.0 + s}, 'command': cmd,\n"
@@ -556,8 +556,8 @@ def test_seeds_run_in_parallel_are_archived_and_rendered_from_the_archive(tmp_pa
     assert (runs_root / "logs" / "multi30k_ved_s1.log").exists()
     assert sorted(os.listdir(archive)) == ["multi30k_ved", "multi30k_ved_s1"]
     said = capsys.readouterr().out
-    # each run archived as it ended, then the sweep over every finished run
-    assert said.count(f"archived in {archive}") == 3, said
+    # each run archived as it ended; the sweep finds nothing left to archive
+    assert said.count(f"archived in {archive}") == 2, said
     assert (archive / "multi30k_ved_s1" / "decode_test.txt").exists()
     row = _row(out.read_text(), "VED (Bahuleyan et al. 2018)")
     assert row[2] == "20.50 ± 0.71 (2 seeds)"
@@ -612,6 +612,44 @@ def test_archive_root_sends_the_archive_to_another_checkout(tmp_path, monkeypatc
                      str(tmp_path / "t.md"), "--archive_root", str(tmp_path / "nowhere")])
     assert f"--archive_root: {tmp_path / 'nowhere'} is not a directory" in \
         capsys.readouterr().err
+
+
+def test_the_sweep_never_replaces_an_archived_run_nor_archives_an_unfinished_one(
+        tmp_path, monkeypatch, capsys):
+    """The runner's closing sweep archives the finished runs under --runs_root that the
+    archive lacks; it leaves an archived run alone when another directory holds a run of
+    the same command (a rerun of that seed), and skips a directory the table's task has
+    not finished (e.g. Table 5's seed whose directory holds only its Table 1 training)."""
+    from experiments.tables import runner
+    from experiments.tables.spec import REPO_ROOT
+    spec = runner.SPECS["table4-cpu"]
+    archive = tmp_path / "archive"
+    monkeypatch.setitem(runner.SPECS, "table4-cpu", type(spec)(
+        spec.runs, spec.render, spec.task, archive=os.path.relpath(archive, REPO_ROOT)))
+    runs_root = tmp_path / "runs"
+    fake = tmp_path / "fake_train.py"
+    fake.write_text("import sys; sys.exit(3)\n")  # nothing may train: every run is done
+    use_fake_trainer(monkeypatch, fake)
+    plan = {p[0]: p for p in runner.plan("table4-cpu", str(runs_root), only=["multi30k_ved"],
+                                         seeds=(0, 1, 2))}
+
+    def write(where, name, test, finished=True):
+        cmd = " ".join(["python"] + plan[name][1][1:])  # as the CLIs record it
+        os.makedirs(where, exist_ok=True)
+        scores = {"bleu": {"dev": test, "test": test}} if finished else {}
+        (where / "results.json").write_text(json.dumps(dict(
+            task="translate", system="ved", profile="cpu_converged", steps=10,
+            dataset="multi30k", src="en", tgt="de", decode={"beam_width": 5},
+            command=cmd, train_command=cmd, **scores)))
+    write(archive / "multi30k_ved", "multi30k_ved", 20.0)  # seed 0: archived before
+    write(runs_root / "multi30k_ved", "multi30k_ved", 25.0)  # and rerun here since
+    write(runs_root / "multi30k_ved_s1", "multi30k_ved_s1", 21.0)  # finished, not archived
+    write(runs_root / "multi30k_ved_s2", "multi30k_ved_s2", 0.0, finished=False)
+    assert runner.run_table("table4-cpu", str(runs_root), str(tmp_path / "t.md"),
+                            only=["multi30k_ved"], seeds=(0, 1), stream=io.StringIO()) == 0
+    assert sorted(os.listdir(archive)) == ["multi30k_ved", "multi30k_ved_s1"]
+    kept = json.loads((archive / "multi30k_ved" / "results.json").read_text())
+    assert kept["bleu"]["test"] == 20.0
 
 
 def test_table2_covers_the_rows_without_a_pointer_too():
