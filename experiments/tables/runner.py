@@ -109,20 +109,19 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
               order="seeds", start_until=None, finish_until=None):
     """Checks the data of every run, runs the missing ones (``parallel`` at a time, each
     job's output in ``<runs_root>/logs`` when more than one), archives each run as soon as
-    it ends and then every finished run of the table under ``runs_root`` whose command the
-    archive does not hold yet (into the table's archive under ``archive_root``), renders the table to ``out`` from ``runs_root`` and
-    the archives under ``archive_root``. ``shard=(I, N)``:
-    only the I-th of N disjoint slices of the runs (:mod:`~experiments.tables.shard`);
-    the table still renders from every run under ``runs_root``. A run whose command
-    finished and is in the archive is not run again (its archived results render the
-    row) unless ``retrain_archived``. ``order``: "seeds" (every row's seed 0, then
-    every row's seed 1, ...) or "rows" (the plan's order). ``start_until``: no run starts
-    after this time (seconds since the epoch; see :func:`experiments.jobs.run_jobs`);
-    ``finish_until``: none starts unless its expected length
-    (:mod:`~experiments.tables.run_length`, from the archive, its runs on this machine's
-    CPU first) ends before this time. Returns 2, running
-    nothing, when data (or features, or trained models) are missing; 1 when a run failed
-    (the table is not written)."""
+    it ends and then every finished run under ``runs_root`` whose command the archive
+    lacks (into the table's archive under ``archive_root``), renders the table to ``out``
+    from ``runs_root`` and the archives under ``archive_root``. ``shard=(I, N)``: only the
+    I-th of N disjoint slices of the runs (:mod:`~experiments.tables.shard`); the table
+    still renders from every run under ``runs_root``. A run whose command finished and is
+    in the archive is not run again (its archived results render the row) unless
+    ``retrain_archived``. ``order``: "seeds" (every row's seed 0, then every row's seed 1,
+    ...) or "rows" (the plan's order). ``start_until``: no run starts after this time
+    (seconds since the epoch; see :func:`experiments.jobs.run_jobs`); ``finish_until``:
+    none starts unless its expected length (:mod:`~experiments.tables.run_length`, from
+    the archive, its runs on this machine's CPU first) ends before this time. Returns 2,
+    running nothing, when data (or features, or trained models) are missing; 1 when a run
+    failed (the table is not written)."""
     stream = stream or sys.stdout
     task = TASK_OF[table]
     runs = plan(table, runs_root, only, seeds)
@@ -168,10 +167,8 @@ def run_table(table, runs_root, out, dry_run=False, stream=None, only=None, seed
                        for run in runs], parallel,
                       os.path.join(runs_root, "logs") if parallel > 1 else None, stream,
                       start_until=start_until, finish_until=finish_until)
-    # every seed of every run found under runs_root, not only the ones run now, that
-    # finished by the table's own measure (a Table 5 run is its DUC2004 decode, not the
-    # Table 1 training in the same directory) and whose command the archive lacks: an
-    # archived run is never replaced by another directory's run of the same command
+    # every seed found under runs_root, finished by the table's measure (Table 5's: its
+    # DUC2004 decode), that the archive lacks: an archived run is never replaced by a rerun
     every = [run for run in plan(table, runs_root, seeds=sorted(
         {s for name, _, _ in TABLES[table] for s in row_seeds(table, name, seeds)}
         | _seeds_under(runs_root)))
