@@ -10,11 +10,16 @@ figure (``<out>_curves.png``)::
     python -m experiments.convergence --runs soft_s0=/work/runs/m30k_soft_12k_s0 \
         no_attention=runs/table4_cpu/multi30k_no_attention --out results/convergence.md
 
-Per run: the evaluated steps, the best dev BLEU and its step, the *plateau step* (the
-first evaluation within ``--plateau_tolerance`` BLEU of the best) and the *take-off
-step* (the first evaluation at or above ``--takeoff_bleu``), and a table of dev BLEU /
-dev NLL / attention entropy at every evaluation. A run still training is marked so,
-with its last step.
+Per run: the evaluated steps, the best score and its step, the *plateau step* (the
+first evaluation within ``--plateau_tolerance`` of the best) and the *take-off step* (the
+first evaluation at or above ``--takeoff``), and a table of the score / dev NLL /
+attention entropy at every evaluation. A run still training is marked so, with its last
+step. The score is ``--metric``, any evaluation key of the runs' history: ``dev_bleu``
+(translation, the default), ``val_rouge_1`` (summarization), a captioning run's ``val_``
+keys...::
+
+    python -m experiments.convergence --metric=val_rouge_1 \
+        --runs s2s20k=/work/runs_sum/s2s20k_cont10000 --out results/s2s_curves.md
 """
 
 import argparse
@@ -31,24 +36,36 @@ from experiments.tables.render import markdown_table
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARCHIVE = os.path.join(REPO_ROOT, "results", "convergence", "runs")
 ARCHIVED = ("history.jsonl", "run_config.json", "results.json", "flags.txt")
-PANELS = (("eval", "dev_bleu", "dev BLEU (greedy, eval subset)", False),
-          ("eval", "dev_nll", "dev NLL per token", False),
-          ("eval", "attention_entropy", "attention entropy (nats)", False))
+# The names the report gives the evaluation keys it knows; any other key is named as it is.
+LABELS = {"dev_bleu": "dev BLEU", "val_rouge_1": "val ROUGE-1", "val_rouge_2": "val ROUGE-2",
+          "val_rouge_l": "val ROUGE-L"}
+OTHER_PANELS = (("eval", "dev_nll", "dev NLL per token", False),
+                ("eval", "attention_entropy", "attention entropy (nats)", False))
 
 
-def summarize(history, plateau_tolerance=0.5, takeoff_bleu=10.0):
+def label(metric):
+    return LABELS.get(metric, metric)
+
+
+def panels(metric="dev_bleu"):
+    """The figure's panels: ``metric`` (as evaluated during training), dev NLL, attention
+    entropy."""
+    return (("eval", metric, f"{label(metric)} (greedy, eval subset)", False),) + OTHER_PANELS
+
+
+def summarize(history, plateau_tolerance=0.5, takeoff=10.0, metric="dev_bleu"):
     """``{steps, best, best_step, plateau_step, takeoff_step, last_step}`` of one run's
-    evaluations (None where it has none)."""
-    steps, bleu = curve(history, "eval", "dev_bleu")
+    evaluations of ``metric`` (higher is better; None where it has none)."""
+    steps, scores = curve(history, "eval", metric)
     train_steps, _ = curve(history, "train", "nll")
     last = max(steps + train_steps) if steps or train_steps else None
     if not steps:
         return {"steps": 0, "best": None, "best_step": None, "plateau_step": None,
                 "takeoff_step": None, "last_step": last}
-    best = max(bleu)
-    return {"steps": len(steps), "best": best, "best_step": steps[bleu.index(best)],
-            "plateau_step": next(s for s, b in zip(steps, bleu) if b >= best - plateau_tolerance),
-            "takeoff_step": next((s for s, b in zip(steps, bleu) if b >= takeoff_bleu), None),
+    best = max(scores)
+    return {"steps": len(steps), "best": best, "best_step": steps[scores.index(best)],
+            "plateau_step": next(s for s, b in zip(steps, scores) if b >= best - plateau_tolerance),
+            "takeoff_step": next((s for s, b in zip(steps, scores) if b >= takeoff), None),
             "last_step": last}
 
 
@@ -77,14 +94,28 @@ def command_of(run_dir):
     return "(unknown)"
 
 
-def report(runs, out, plateau_tolerance=0.5, takeoff_bleu=10.0,
-           command="python -m experiments.convergence"):
+def unscored(runs, metric):
+    """The runs [(name, run_dir)] that have evaluations but none of ``metric``, each with the
+    evaluation keys it has: [(name, [keys])]."""
+    out = []
+    for name, d in runs:
+        keys = sorted({k for rec in read_history(d) for k in rec.get("eval", {})})
+        if keys and metric not in keys:
+            out.append((name, keys))
+    return out
+
+
+def report(runs, out, plateau_tolerance=0.5, takeoff=10.0,
+           command="python -m experiments.convergence", metric="dev_bleu"):
     """Writes ``out`` (and ``<out>_curves.png``) for ``runs`` [(name, run_dir)]; returns
-    the markdown. ``command`` is the command line the header names."""
+    the markdown. ``command`` is the command line the header names; ``metric`` the
+    evaluation key that the plateau and take-off steps read."""
+    name_ = label(metric)
+    unit = "BLEU" if metric == "dev_bleu" else name_
     histories = [(name, d, read_history(d)) for name, d in runs]
     rows = []
     for name, d, history in histories:
-        s = summarize(history, plateau_tolerance, takeoff_bleu)
+        s = summarize(history, plateau_tolerance, takeoff, metric)
         done = os.path.exists(os.path.join(d, "results.json"))
         rows.append([name, s["steps"], s["best"], s["best_step"], s["plateau_step"],
                      s["takeoff_step"] if s["takeoff_step"] is not None else "not yet",
@@ -92,26 +123,26 @@ def report(runs, out, plateau_tolerance=0.5, takeoff_bleu=10.0,
                      f"last logged step {s['last_step']}"])
     folders = ", ".join(f"`{f}/`" for f in sorted({os.path.dirname(os.path.relpath(d))
                                                    for _, d in runs}))
-    text = ["# Convergence: dev BLEU and NLL against steps", "",
+    text = [f"# Convergence: {name_} and dev NLL against steps", "",
             f"Generated by `{command}` from each run's history.jsonl (read from {folders}). "
             f"Plateau step: the first evaluation within "
-            f"{plateau_tolerance} BLEU of the run's best; take-off step: the first "
-            f"evaluation at or above {takeoff_bleu} dev BLEU. Dev BLEU here is the "
-            f"evaluation during training (greedy, the run's eval subset), not a table's "
-            f"final score.", "",
-            markdown_table(["run", "evaluations", "best dev BLEU", "at step", "plateau step",
+            f"{plateau_tolerance} {unit} of the run's best; take-off step: the first "
+            f"evaluation at or above {takeoff} {name_}. {name_[0].upper() + name_[1:]} here "
+            f"is the evaluation during training (greedy, the run's eval subset), not a "
+            f"table's final score.", "",
+            markdown_table(["run", "evaluations", f"best {name_}", "at step", "plateau step",
                             "take-off step", "state"], rows, "lrrrrrl")]
     png = os.path.splitext(out)[0] + "_curves.png"
-    if plot_rows([(name, [h]) for name, _, h in histories], PANELS,
+    if plot_rows([(name, [h]) for name, _, h in histories], panels(metric),
                  "dev metrics against steps", png):
-        text += ["", f"![dev BLEU, dev NLL and attention entropy against steps]"
+        text += ["", f"![{name_}, dev NLL and attention entropy against steps]"
                      f"({os.path.basename(png)})"]
     for name, d, history in histories:
-        steps, bleu = curve(history, "eval", "dev_bleu")
+        steps, bleu = curve(history, "eval", metric)
         cols = {key: dict(zip(*curve(history, "eval", key)))
                 for key in ("dev_nll", "attention_entropy")}
         text += ["", f"## {name}", "", f"`{command_of(d)}`", ""]
-        text.append(markdown_table(["step", "dev BLEU", "dev NLL", "attention entropy"],
+        text.append(markdown_table(["step", name_, "dev NLL", "attention entropy"],
                                    [[s, b, cols["dev_nll"].get(s),
                                      cols["attention_entropy"].get(s)]
                                     for s, b in zip(steps, bleu)], "rrrr")
@@ -128,7 +159,13 @@ def main(argv=None):
                         help="name=run_dir pairs (a run dir holds history.jsonl)")
     parser.add_argument("--out", default="results/convergence.md")
     parser.add_argument("--plateau_tolerance", type=float, default=0.5)
-    parser.add_argument("--takeoff_bleu", type=float, default=10.0)
+    parser.add_argument("--metric", default="dev_bleu",
+                        help="the evaluation key the report reads (higher is better): "
+                             "dev_bleu (translation), val_rouge_1 (summarization), "
+                             "... (default: %(default)s)")
+    parser.add_argument("--takeoff", "--takeoff_bleu", dest="takeoff", type=float,
+                        default=10.0, help="the take-off step is the first evaluation at "
+                                           "or above this score (default: %(default)s)")
     parser.add_argument("--archive", default=ARCHIVE,
                         help="where the runs' small files are copied (default: %(default)s)")
     parser.add_argument("--no_archive", action="store_true",
@@ -141,9 +178,14 @@ def main(argv=None):
             parser.error(f"--runs: {item!r} is not name=run_dir")
         if not os.path.exists(os.path.join(d, "history.jsonl")):
             parser.error(f"--runs: {d} holds no history.jsonl")
-        runs.append((name, d if args.no_archive else archive_run(name, d, args.archive)))
-    print(report(runs, args.out, args.plateau_tolerance, args.takeoff_bleu,
-                 command_line("experiments.convergence", argv)))
+        runs.append((name, d))
+    for name, keys in unscored(runs, args.metric):
+        parser.error(f"--metric: run {name} has no evaluation of {args.metric!r}; its "
+                     f"evaluations have {', '.join(keys)}")
+    runs = [(name, d if args.no_archive else archive_run(name, d, args.archive))
+            for name, d in runs]
+    print(report(runs, args.out, args.plateau_tolerance, args.takeoff,
+                 command_line("experiments.convergence", argv), args.metric))
     return 0
 
 
