@@ -615,7 +615,7 @@ def test_archive_root_sends_the_archive_to_another_checkout(tmp_path, monkeypatc
 
 
 def test_the_sweep_never_replaces_an_archived_run_nor_archives_an_unfinished_one(
-        tmp_path, monkeypatch, capsys):
+        tmp_path, monkeypatch):
     """The runner's closing sweep archives the finished runs under --runs_root that the
     archive lacks; it leaves an archived run alone when another directory holds a run of
     the same command (a rerun of that seed), and skips a directory the table's task has
