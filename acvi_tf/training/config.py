@@ -39,6 +39,11 @@ class TrainConfig:
     eval_every: int = setting(500, "Validation every N steps (0: at the end only).",
                               lower_bound=0)
     checkpoint_every: int = setting(500, "Checkpoint every N steps.", lower_bound=1)  # + end
+    checkpoint_minutes: float = setting(
+        0.0, "Also checkpoint after any step that ends this many wall minutes after the last "
+        "checkpoint (0: off), so that a run killed without warning (SIGKILL, a lost machine) "
+        "redoes at most about this much; SIGTERM/SIGINT already save the step they stop at. "
+        "One worker only.", lower_bound=0.0)
     keep_checkpoints: int = setting(3, "Checkpoints kept.", lower_bound=1)
     gumbel_fraction: float = setting(0.1, "ACVI: Gumbel-Softmax mixing (Eq. 23) for this "
                                      "last fraction of training.", lower_bound=0.0,

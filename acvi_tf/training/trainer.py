@@ -41,6 +41,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from acvi_tf.errors import ConfigError
 from acvi_tf.training import schedules
 # (F401: names callers import from this module)
 from acvi_tf.training.best_checkpoint import (  # noqa: F401
@@ -177,6 +178,13 @@ class Trainer:
     def save(self, position):
         """Checkpoints the current step with the data ``position`` (:class:`RunCheckpoints`)."""
         self.checkpoints.save(int(self.step.numpy()), position, self.train_seconds())
+        self._saved_at = time.time()
+
+    def _time_to_save(self):
+        """``checkpoint_minutes`` have passed since the last checkpoint (or the session's
+        start)."""
+        minutes = self.config.checkpoint_minutes
+        return bool(minutes) and time.time() - self._saved_at >= 60.0 * minutes
 
     # -- the step --------------------------------------------------------------
     def _replica_step(self, batch, step, num_replicas):
@@ -270,6 +278,11 @@ class Trainer:
         """
         cfg = self.config
         end = min(cfg.train_steps, stop_at) if stop_at else cfg.train_steps
+        if cfg.checkpoint_minutes and num_workers(self.strategy) > 1:
+            # each worker's clock would pick its own step, and a checkpoint is collective
+            raise ConfigError("checkpoint_minutes", f"{cfg.checkpoint_minutes:g} needs one "
+                              f"worker; this run has {num_workers(self.strategy)} (use "
+                              "checkpoint_every)")
         if self.is_chief:
             clean_temp_checkpoints(cfg.model_dir, self.log)
         # before anything is written: a train_steps below the checkpoint's is refused
@@ -287,7 +300,7 @@ class Trainer:
         step = int(self.step.numpy())
         if not latest:
             self._seconds_before = 0.0
-        self._since = time.time()
+        self._since = self._saved_at = time.time()
         position = saved_position
         bar = progress_bar(cfg.progress, cfg.train_steps, step)
         # SIGTERM / SIGINT: finish the step, save, stop (stop_signal). Not across workers:
@@ -359,7 +372,7 @@ class Trainer:
                 bar.update(1)
             logs = step % cfg.log_every == 0 or step == end
             evals = bool(cfg.eval_every) and step % cfg.eval_every == 0 and step < end
-            saves = step % cfg.checkpoint_every == 0 and step < end
+            saves = step < end and (step % cfg.checkpoint_every == 0 or self._time_to_save())
             if logs or evals or saves:
                 # The one wait for the device: before anything is logged, evaluated or
                 # saved, never every step (issue 42: a host sync per step).
