@@ -90,6 +90,11 @@ def check_run_flags(flag_values=FLAGS):
             check_resume(os.path.abspath(fv.model_dir), fv.train_steps, log=lambda m: None)
         except CheckpointError as e:
             raise SystemExit(f"error: {e}") from None
+    if fv.checkpoint_minutes and fv.strategy == "multiworker":
+        # (the Trainer refuses it too, for library callers)
+        raise FlagError("checkpoint_minutes", f"{fv.checkpoint_minutes:g} needs one worker: "
+                        "each worker's clock would pick its own step, and a checkpoint is "
+                        "collective (use --checkpoint_every with --strategy=multiworker)")
     if fv.xla and fv.strategy != "default" and fv.mode in ("train", "train_eval"):
         from acvi_tf.training.trainer import XLA_REPLICAS_MESSAGE, xla_replicas_supported
         if not xla_replicas_supported():
