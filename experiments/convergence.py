@@ -16,16 +16,23 @@ first evaluation at or above ``--takeoff``), and a table of the score / dev NLL 
 attention entropy at every evaluation. A run still training is marked so, with its last
 step. The score is ``--metric``, any evaluation key of the runs' history: ``dev_bleu``
 (translation, the default), ``val_rouge_1`` (summarization), a captioning run's ``val_``
-keys...::
+keys...
 
-    python -m experiments.convergence --metric=val_rouge_1 \
+``--target=T`` adds where each run's least-squares line over its last ``--fit_steps``
+evaluated steps reaches T: a linear extrapolation, a lower bound on the budget a run
+still learning would need, e.g. for ROUGE-1 20::
+
+    python -m experiments.convergence --metric=val_rouge_1 --target=20 \
         --runs s2s20k=/work/runs_sum/s2s20k_cont10000 --out results/s2s_curves.md
 """
 
 import argparse
+import math
 import os
 import shutil
 import sys
+
+import numpy as np
 
 from acvi_tf.run.records import curve, read_history
 from acvi_tf.utils.files import load_json, write_report
@@ -69,6 +76,35 @@ def summarize(history, plateau_tolerance=0.5, takeoff=10.0, metric="dev_bleu"):
             "last_step": last}
 
 
+def extrapolate(history, target, fit_steps=4000, metric="dev_bleu", min_points=3):
+    """Where a straight line through a run's last evaluations reaches ``target``.
+
+    The least-squares line of ``metric`` against the step over the evaluations in the
+    last ``fit_steps`` steps (at least ``min_points`` of them, else None). Returns
+    ``{points, first, last, slope, fitted, reach_step, reached_at}``: ``slope`` per
+    step, ``fitted`` the line's value at the last evaluation, ``reach_step`` the step
+    where the line reaches ``target`` (None if it never rises to it), ``reached_at`` the
+    first evaluation already at or above ``target`` (None if none). A curve that
+    flattens reaches ``target`` later than its line: ``reach_step`` is a lower bound.
+    """
+    steps, scores = curve(history, "eval", metric)
+    reached_at = next((s for s, v in zip(steps, scores) if v >= target), None)
+    fit = [(s, v) for s, v in zip(steps, scores) if steps and s >= steps[-1] - fit_steps]
+    if len(fit) < min_points:
+        return None
+    xs, ys = np.array(fit, dtype=float).T
+    slope, intercept = np.polyfit(xs, ys, 1)
+    fitted = slope * xs[-1] + intercept
+    reach = None
+    if fitted >= target:
+        reach = int(xs[-1])
+    elif slope > 0:
+        reach = int(math.ceil((target - intercept) / slope))
+    return {"points": len(fit), "first": int(xs[0]), "last": int(xs[-1]),
+            "slope": float(slope), "fitted": float(fitted), "reach_step": reach,
+            "reached_at": reached_at}
+
+
 def archive_run(name, model_dir, root=ARCHIVE):
     """Copies the run's small files to ``root/name`` (what the report reads); returns the
     archived directory."""
@@ -106,10 +142,13 @@ def unscored(runs, metric):
 
 
 def report(runs, out, plateau_tolerance=0.5, takeoff=10.0,
-           command="python -m experiments.convergence", metric="dev_bleu"):
+           command="python -m experiments.convergence", metric="dev_bleu", target=None,
+           fit_steps=4000):
     """Writes ``out`` (and ``<out>_curves.png``) for ``runs`` [(name, run_dir)]; returns
     the markdown. ``command`` is the command line the header names; ``metric`` the
-    evaluation key that the plateau and take-off steps read."""
+    evaluation key that the plateau and take-off steps read; with a ``target`` score, a
+    table of where each run's line over its last ``fit_steps`` steps reaches it
+    (:func:`extrapolate`)."""
     name_ = label(metric)
     unit = "BLEU" if metric == "dev_bleu" else name_
     histories = [(name, d, read_history(d)) for name, d in runs]
@@ -132,6 +171,8 @@ def report(runs, out, plateau_tolerance=0.5, takeoff=10.0,
             f"table's final score.", "",
             markdown_table(["run", "evaluations", f"best {name_}", "at step", "plateau step",
                             "take-off step", "state"], rows, "lrrrrrl")]
+    if target is not None:
+        text += ["", *budget_table(histories, target, fit_steps, metric, name_)]
     png = os.path.splitext(out)[0] + "_curves.png"
     if plot_rows([(name, [h]) for name, _, h in histories], panels(metric),
                  "dev metrics against steps", png):
@@ -152,6 +193,29 @@ def report(runs, out, plateau_tolerance=0.5, takeoff=10.0,
     return markdown
 
 
+def budget_table(histories, target, fit_steps, metric, name_):
+    """Markdown lines: per run, the straight line of its last evaluations and the step
+    where it reaches ``target`` (:func:`extrapolate`)."""
+    rows = []
+    for name, _, history in histories:
+        e = extrapolate(history, target, fit_steps, metric)
+        if e is None:
+            rows.append([name, "fewer than 3 evaluations in the window", "–", "–", "–"])
+            continue
+        reach = ("reached at step {:,}".format(e["reached_at"]) if e["reached_at"] is not None
+                 else "{:,}".format(e["reach_step"]) if e["reach_step"] is not None
+                 else "never (the line does not rise)")
+        rows.append([name, f"{e['points']} evaluations, steps {e['first']:,}-{e['last']:,}",
+                     f"{1000 * e['slope']:+.2f}", e["fitted"], reach])
+    return [f"## Where a straight line reaches {target:g} {name_}", "",
+            f"The least-squares line of {name_} against the step over each run's evaluations "
+            f"in its last {fit_steps:,} steps, carried on to {target:g}: a linear "
+            f"extrapolation, not a run. A curve that keeps flattening gets there later than "
+            f"its line, so for such a curve the step is a lower bound on the budget.", "",
+            markdown_table(["run", "fitted", "slope per 1,000 steps", "line at the last step",
+                            f"step where the line reaches {target:g}"], rows, "llrrr")]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m experiments.convergence",
                                      description=__doc__.split("\n\n")[0])
@@ -166,11 +230,19 @@ def main(argv=None):
     parser.add_argument("--takeoff", "--takeoff_bleu", dest="takeoff", type=float,
                         default=10.0, help="the take-off step is the first evaluation at "
                                            "or above this score (default: %(default)s)")
+    parser.add_argument("--target", type=float, default=None,
+                        help="also tabulate the step where each run's straight line over "
+                             "its last --fit_steps steps reaches this score (e.g. 20 for "
+                             "ROUGE-1 20); a lower bound on the budget, not a run")
+    parser.add_argument("--fit_steps", type=int, default=4000,
+                        help="the window of --target's line, in steps (default: %(default)s)")
     parser.add_argument("--archive", default=ARCHIVE,
                         help="where the runs' small files are copied (default: %(default)s)")
     parser.add_argument("--no_archive", action="store_true",
                         help="read the run dirs as they are; copy nothing")
     args = parser.parse_args(argv)
+    if args.fit_steps < 1:
+        parser.error(f"--fit_steps: {args.fit_steps} must be at least 1")
     runs = []
     for item in args.runs:
         name, sep, d = item.partition("=")
@@ -185,7 +257,8 @@ def main(argv=None):
     runs = [(name, d if args.no_archive else archive_run(name, d, args.archive))
             for name, d in runs]
     print(report(runs, args.out, args.plateau_tolerance, args.takeoff,
-                 command_line("experiments.convergence", argv), args.metric))
+                 command_line("experiments.convergence", argv), args.metric, args.target,
+                 args.fit_steps))
     return 0
 
 

@@ -2,7 +2,9 @@
 and the report rendered from the archived history."""
 
 import json
+import math
 
+import numpy as np
 import pytest
 
 from experiments import convergence
@@ -77,3 +79,43 @@ def test_a_summarization_run_is_read_by_its_rouge(tmp_path, monkeypatch, capsys)
     assert ("--metric: run s2s has no evaluation of 'dev_bleu'; its evaluations have "
             "attention_entropy, dev_nll, val_rouge_1") in err
     assert not (tmp_path / "results" / "bleu.md").exists() and not (tmp_path / "arch2").exists()
+
+
+def test_the_line_to_a_target_is_the_least_squares_line_of_the_last_steps():
+    # 2 + 0.5 per 1,000 steps from step 4,000 on (before it a steeper start the window
+    # leaves out): the line reaches 20 at (20 - 2) / 0.0005 = 36,000
+    history = [{"step": s, "eval": {"val_rouge_1": 0.004 * s - 14.0}} for s in (1000, 2000, 3000)]
+    history += [{"step": s, "eval": {"val_rouge_1": 2.0 + 0.0005 * s}}
+                for s in range(4000, 8001, 500)]
+    e = convergence.extrapolate(history, 20.0, fit_steps=4000, metric="val_rouge_1")
+    assert (e["points"], e["first"], e["last"], e["reached_at"]) == (9, 4000, 8000, None)
+    assert e["slope"] == pytest.approx(0.0005) and e["fitted"] == pytest.approx(6.0)
+    assert e["reach_step"] == 36000
+    # noisy points: the slope is numpy's own least-squares fit of the same window
+    noisy = [{"step": s, "eval": {"dev_bleu": v}} for s, v in
+             ((5000, 10.0), (6000, 13.0), (7000, 12.0), (8000, 15.0))]
+    e = convergence.extrapolate(noisy, 30.0, fit_steps=3000)
+    slope, intercept = np.polyfit([5000, 6000, 7000, 8000], [10.0, 13.0, 12.0, 15.0], 1)
+    assert e["slope"] == pytest.approx(slope)
+    assert e["reach_step"] == math.ceil((30.0 - intercept) / slope)
+    # a falling line never reaches it; a run already past the target says where
+    falling = [{"step": s, "eval": {"dev_bleu": 20.0 - s / 1000}} for s in (1000, 2000, 3000)]
+    assert convergence.extrapolate(falling, 30.0)["reach_step"] is None
+    assert convergence.extrapolate(falling, 18.0)["reached_at"] == 1000
+    assert convergence.extrapolate(noisy[:2], 30.0) is None  # too few points
+
+
+def test_the_report_tabulates_the_budget_with_target(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "tf"
+    run.mkdir()
+    with open(run / "history.jsonl", "w") as f:
+        for s in range(5000, 9001, 500):
+            f.write(json.dumps({"step": s, "eval": {"val_rouge_1": 2.0 + 0.0005 * s}}) + "\n")
+    assert convergence.main(["--metric=val_rouge_1", "--target=20", "--no_archive",
+                             "--runs", f"tf={run}", "--out", "r.md"]) == 0
+    text = (tmp_path / "r.md").read_text()
+    assert "## Where a straight line reaches 20 val ROUGE-1" in text
+    assert "| tf | 9 evaluations, steps 5,000-9,000 | +0.50 | 6.50 | 36,000 |" in text
+    with pytest.raises(SystemExit):
+        convergence.main(["--fit_steps=0", "--runs", f"tf={run}", "--out", "r2.md"])
