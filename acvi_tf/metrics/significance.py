@@ -4,8 +4,8 @@ translation evaluation"): is system B better than system A on the same test item
 * BLEU goes through sacrebleu's own implementation (``sacrebleu.significance.PairedTest``,
   ``test_type="bs"``), which recomputes corpus BLEU from resampled sufficient statistics.
 * Metrics that average a per-item score (ROUGE-1.5.5 averages per-summary F1) use
-  :func:`paired_bootstrap`: resample the items with replacement and count how often B's
-  mean does not exceed A's.
+  :func:`paired_bootstrap`: resample the items with replacement; one-sided (how often B's
+  mean does not exceed A's) or two-sided (the shift method).
 
 Several seeds per system are pooled by concatenation: seed i of A is paired with seed i
 of B, item by item, and the references are repeated once per seed.
@@ -14,13 +14,24 @@ of B, item by item, and the references are repeated once per seed.
 import numpy as np
 
 
-def paired_bootstrap(scores_a, scores_b, n_samples=1000, seed=12345):
-    """One-sided p-value of "B's mean per-item score is higher than A's".
+ALTERNATIVES = ("greater", "two-sided")
+
+
+def paired_bootstrap(scores_a, scores_b, n_samples=1000, seed=12345, alternative="greater"):
+    """The paired bootstrap of the mean per-item difference B - A.
 
     ``scores_a``, ``scores_b``: per-item scores of the two systems on the same items.
-    Returns ``(p_value, mean difference B - A)``; p is the fraction of the
-    ``n_samples`` resamples of the items in which B's mean is not above A's.
+    Returns ``(p_value, mean difference B - A)``. ``alternative="greater"``: the
+    one-sided p of "B's mean is higher than A's", the fraction of the ``n_samples``
+    resamples of the items in which B's mean is not above A's. ``"two-sided"``: the
+    p of "the means differ" by the shift method (Efron & Tibshirani 1993, sec. 16.4):
+    the resampled mean differences centred on the observed one stand for the null, and
+    p = (#{|centred| >= |observed|} + 1) / (n_samples + 1), the +1 as in sacrebleu's
+    and Moses' paired tests (floor 1 / (n_samples + 1)); a row below its baseline gets a
+    small p as one above it does.
     """
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"alternative={alternative!r}: choose one of {', '.join(ALTERNATIVES)}")
     a = np.asarray(scores_a, np.float64)
     b = np.asarray(scores_b, np.float64)
     if a.shape != b.shape or a.ndim != 1 or not len(a):
@@ -29,7 +40,11 @@ def paired_bootstrap(scores_a, scores_b, n_samples=1000, seed=12345):
     diff = b - a
     idx = rng.integers(0, len(diff), size=(n_samples, len(diff)))
     means = diff[idx].mean(axis=1)
-    return float(np.mean(means <= 0.0)), float(diff.mean())
+    observed = float(diff.mean())
+    if alternative == "greater":
+        return float(np.mean(means <= 0.0)), observed
+    extreme = np.sum(np.abs(means - observed) >= abs(observed))
+    return float((extreme + 1) / (n_samples + 1)), observed
 
 
 def paired_bootstrap_bleu(baseline, candidate, references, n_samples=1000, tokenize="none"):

@@ -408,7 +408,7 @@ def write(runs_root, cells, out):
             ("cnndm", f"### Paired bootstrap, CNN/DM ({significance.N_SAMPLES:,} resamples of "
                       "the summaries, "
                       "per-summary ROUGE-1 F1 from ROUGE-1.5.5, seeds pooled: seed i against "
-                      "seed i; one-sided p of \"the row is not above soft attention\")")):
+                      "seed i; two-sided p, the shift method; sentences only)")):
         lines += [title, ""]
         for row, label in ROWS[1:]:
             if task == "multi30k" and refs is None:

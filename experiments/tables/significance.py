@@ -14,8 +14,10 @@ the dataset's references (read through the data registry: None when the data is 
 here); ROUGE-1 through a bootstrap of the per-summary ROUGE-1.5.5 F1 the archive keeps
 (:data:`experiments.archive.ROUGE_ITEMS`). sacrebleu's p-value is two-sided (Moses'
 bootstrap-hypothesis-difference-significance: how often a resampled |difference| exceeds
-the real one); the ROUGE one is one-sided (the fraction of resamples in which the row's
-mean is not above the baseline's).
+the real one); so is the ROUGE one (the shift method: how often a resampled mean
+difference, centred on the observed one, lies as far from it as the observed difference
+lies from 0; :func:`acvi_tf.metrics.significance.paired_bootstrap`). Both floor at
+1 / (10,000 + 1), written "< 1e-4".
 """
 
 import json
@@ -116,7 +118,7 @@ def bleu_vs(baseline, row, references=None):
 
 
 def rouge1_vs(baseline, row):
-    """The paired bootstrap of the per-summary ROUGE-1 F1 of ``row`` against
+    """The paired bootstrap (two-sided) of the per-summary ROUGE-1 F1 of ``row`` against
     ``baseline``: ``{baseline, candidate, difference, p_value, n_samples, seeds}``, or
     None when no seed pair has the archived per-summary scores."""
     import numpy as np
@@ -129,7 +131,7 @@ def rouge1_vs(baseline, row):
         for r, out in ((a, base), (b, cand)):
             with open(os.path.join(run_dir(r), ROUGE_ITEMS), encoding="utf-8") as f:
                 out += json.load(f)
-    p_value, diff = paired_bootstrap(base, cand, n_samples=N_SAMPLES)
+    p_value, diff = paired_bootstrap(base, cand, n_samples=N_SAMPLES, alternative="two-sided")
     return {"baseline": float(np.mean(base)), "candidate": float(np.mean(cand)),
             "difference": diff, "p_value": p_value, "n_samples": N_SAMPLES,
             "seeds": len(pairs)}

@@ -79,7 +79,7 @@ def test_rouge1_pools_the_archived_per_summary_scores(tmp_path):
     row = [_run(tmp_path, "row0", 0, items=[31.0, 22.0, 24.0]), _run(tmp_path, "row1", 1)]
     res = significance.rouge1_vs(soft, row)
     p, diff = paired_bootstrap([30.0, 20.0, 25.0], [31.0, 22.0, 24.0],
-                               n_samples=significance.N_SAMPLES)
+                               n_samples=significance.N_SAMPLES, alternative="two-sided")
     assert res["seeds"] == 1 and res["difference"] == pytest.approx(diff)
     assert res["p_value"] == pytest.approx(p)
     assert significance.cell(res) == f"{diff:+.2f} (p = {p:.3f}, 1 seed pair)"

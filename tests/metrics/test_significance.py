@@ -4,6 +4,7 @@ import itertools
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from acvi_tf.metrics.significance import paired_bootstrap, paired_bootstrap_bleu
 
@@ -28,6 +29,46 @@ def test_paired_bootstrap_clear_winner_and_bad_input():
     assert p == 1.0
     with pytest.raises(ValueError, match="equal"):
         paired_bootstrap(a, a[:-1])
+
+
+def test_two_sided_bootstrap_against_enumeration_and_the_normal_approximation():
+    a = np.array([0.2, 0.5, 0.4, 0.1])
+    b = np.array([0.3, 0.4, 0.6, 0.1])
+    diff = b - a
+    # the shift method over every one of the 4^4 resamples: |mean* - mean| >= |mean|
+    exact = np.mean([abs(np.mean(diff[list(i)]) - diff.mean()) >= abs(diff.mean()) - 1e-12
+                     for i in itertools.product(range(4), repeat=4)])
+    p, _ = paired_bootstrap(a, b, n_samples=200_000, seed=0, alternative="two-sided")
+    assert p == pytest.approx(exact, abs=0.005)
+    # many items: the bootstrap p is the normal-theory two-sided p of the mean difference
+    rng = np.random.default_rng(7)
+    a = rng.normal(size=3000)
+    b = a + rng.normal(0.03, 1.0, size=3000)
+    d = b - a
+    normal_p = 2 * stats.norm.sf(abs(d.mean()) / (d.std(ddof=0) / np.sqrt(len(d))))
+    p, _ = paired_bootstrap(a, b, n_samples=20_000, seed=1, alternative="two-sided")
+    assert 0.01 < normal_p < 0.9 and p == pytest.approx(normal_p, abs=0.02)
+
+
+def test_two_sided_bootstrap_is_symmetric_calibrated_and_floored():
+    rng = np.random.default_rng(2)
+    a = rng.uniform(size=300)
+    # a row clearly below its baseline is as significant as one clearly above it (the
+    # one-sided test gave it p = 1), both at the floor 1 / (n + 1)
+    for b in (a + 0.05, a - 0.05):
+        p, _ = paired_bootstrap(a, b, n_samples=1000, alternative="two-sided")
+        assert p == pytest.approx(1 / 1001)
+    b = a + rng.normal(0.02, 0.3, size=300)
+    assert (paired_bootstrap(a, b, alternative="two-sided")[0]
+            == pytest.approx(paired_bootstrap(b, a, alternative="two-sided")[0]))
+    assert paired_bootstrap(a, a, alternative="two-sided")[0] == 1.0  # no difference
+    # under the null (per-item differences centred at 0) p <= 0.05 about 5% of the time
+    rejected = [paired_bootstrap(x, x + rng.normal(0.0, 0.5, size=100), n_samples=1000,
+                                 seed=i, alternative="two-sided")[0] <= 0.05
+                for i, x in enumerate(rng.normal(size=(300, 100)))]
+    assert 0.015 <= np.mean(rejected) <= 0.10
+    with pytest.raises(ValueError, match="alternative='less'"):
+        paired_bootstrap(a, a, alternative="less")
 
 
 def test_paired_bootstrap_bleu_scores_are_sacrebleus():
