@@ -221,8 +221,12 @@ def main(argv=None):
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="+", required=True,
                         help="name=run_dir pairs (a run dir holds history.jsonl)")
-    parser.add_argument("--out", default="results/convergence.md")
-    parser.add_argument("--plateau_tolerance", type=float, default=0.5)
+    parser.add_argument("--out", default="results/convergence.md",
+                        help="the markdown report; its figure is <out>_curves.png "
+                             "(default: %(default)s)")
+    parser.add_argument("--plateau_tolerance", type=float, default=0.5,
+                        help="the plateau step is the first evaluation within this much of "
+                             "the run's best score (default: %(default)s)")
     parser.add_argument("--metric", default="dev_bleu",
                         help="the evaluation key the report reads (higher is better): "
                              "dev_bleu (translation), val_rouge_1 (summarization), "
