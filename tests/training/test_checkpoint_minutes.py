@@ -54,27 +54,22 @@ def clock(monkeypatch):
     return now
 
 
-def test_a_checkpoint_each_time_the_minutes_pass(tmp_path, clock):
+def test_timed_checkpoints_and_a_killed_run_that_resumes_from_one(tmp_path, clock):
     task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
-    # 40 s a step, a checkpoint once 1 minute has passed: after steps 2, 4, 6 (80 s each
-    # time), and the last step's as always
-    _trainer(tmp_path / "timed", _clocked(task, clock), minutes=1.0).train()
-    assert _saved_steps(tmp_path / "timed") == [2, 4, 6, 8]
-    _trainer(tmp_path / "off", _clocked(task, clock), minutes=0.0).train()  # the default
-    assert _saved_steps(tmp_path / "off") == [8]
-
-
-def test_a_killed_run_resumes_from_the_timed_checkpoint_and_ends_as_one_run(tmp_path, clock):
-    task = ReverseTask(vocab_size=V, batch_size=8, seed=3)
-    full = _trainer(tmp_path / "full", task, minutes=0.0)
+    full = _trainer(tmp_path / "full", task, minutes=0.0)  # the default: step checkpoints only
     full.train()
+    assert _saved_steps(tmp_path / "full") == [8]
+    # 40 s a step, a checkpoint once a minute has passed: after steps 2 and 4 (80 s each
+    # time); the run is killed as it reads step 6's batch, after step 5
     killed = _trainer(tmp_path / "part", _clocked(task, clock, kill_at=6), minutes=1.0)
     with pytest.raises(Killed):
         killed.train()
+    assert _saved_steps(tmp_path / "part") == [2, 4]
     assert checkpoint_step(resume_checkpoint(str(tmp_path / "part"), lambda m: None)) == 4
-    resumed = _trainer(tmp_path / "part", task, minutes=1.0)
+    # the same command resumes from step 4 and ends where the uninterrupted run does
+    resumed = _trainer(tmp_path / "part", _clocked(task, clock), minutes=1.0)
     resumed.train()
-    assert int(resumed.step.numpy()) == 8
+    assert int(resumed.step.numpy()) == 8 and _saved_steps(tmp_path / "part") == [2, 4, 6, 8]
     for a, b in zip(full.model.trainable_variables, resumed.model.trainable_variables):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
 
