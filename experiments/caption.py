@@ -77,7 +77,8 @@ PROFILES = {
         optimizer="adam", learning_rate=1e-3, lr_decay="none", clip_norm=5.0,
         train_steps=3000, batch_size=64, max_length=30, overlong="filter", beam_width=5,
         decode_max_length=30, length_normalization="none", eval_every=500, eval_subset=0,
-        eval_beam_width=1, checkpoint_every=500, log_every=50, min_count=2,
+        eval_beam_width=1, checkpoint_every=500,
+        checkpoint_minutes=xflags.CPU_CHECKPOINT_MINUTES, log_every=50, min_count=2,
         allow_partial_data=False),
     "smoke": dict(
         embed_dim=16, encoder_units=16, encoder_layers=1, decoder_units=16, decoder_layers=1,

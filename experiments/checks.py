@@ -94,7 +94,8 @@ def check_run_flags(flag_values=FLAGS):
         # (the Trainer refuses it too, for library callers)
         raise FlagError("checkpoint_minutes", f"{fv.checkpoint_minutes:g} needs one worker: "
                         "each worker's clock would pick its own step, and a checkpoint is "
-                        "collective (use --checkpoint_every with --strategy=multiworker)")
+                        "collective: pass --checkpoint_minutes=0 (the cpu profiles set it) and rely on "
+                        "--checkpoint_every")
     if fv.xla and fv.strategy != "default" and fv.mode in ("train", "train_eval"):
         from acvi_tf.training.trainer import XLA_REPLICAS_MESSAGE, xla_replicas_supported
         if not xla_replicas_supported():

@@ -39,6 +39,10 @@ from experiments.saved_runs import (check_device, make_strategy,  # noqa: F401
                                     resolve_run_flags, save_flags)
 
 FLAGS = flags.FLAGS
+# The cpu profiles' --checkpoint_minutes: a run that is killed without a SIGTERM (a shared
+# machine reclaimed, a session's end) redoes at most ~15 minutes instead of up to
+# --checkpoint_every steps (500 steps: 25-60 minutes of one core for the table runs).
+CPU_CHECKPOINT_MINUTES = 15
 
 
 def define_flags(profiles, default_profile, modes=MODES, flag_values=FLAGS):

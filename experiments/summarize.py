@@ -96,6 +96,7 @@ PROFILES = {
         vocab_size=20_000, max_enc_steps=200, max_dec_steps=50,
         beam_width=4, decode_max_length=50, min_length=17, length_normalization="average",
         eval_every=500, eval_subset=50, eval_beam_width=1, checkpoint_every=500,
+        checkpoint_minutes=xflags.CPU_CHECKPOINT_MINUTES,
         log_every=50, decode_batch_size=32, max_eval_pairs=500, allow_partial_data=True),
     "smoke": dict(
         embed_dim=8, encoder_units=8, encoder_layers=1, decoder_units=8, decoder_layers=1,

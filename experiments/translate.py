@@ -66,6 +66,7 @@ PROFILES = {
         clip_norm=5.0, train_steps=2500, batch_size=64, max_length=50, overlong="filter",
         beam_width=5, decode_max_length=50, length_normalization="none",
         eval_every=500, eval_subset=200, eval_beam_width=1, checkpoint_every=500,
+        checkpoint_minutes=xflags.CPU_CHECKPOINT_MINUTES,
         log_every=50, min_count=2, bpe_vocab_size=8_000, allow_partial_data=False,
         # the batching of every archived 2,500-step run (results/table4_cpu_2500.md) and
         # of the demo: buckets of width 10
