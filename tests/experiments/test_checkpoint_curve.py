@@ -66,3 +66,15 @@ def test_errors_name_the_flag(trained, tmp_path, capsys):
     with pytest.raises(checkpoint_curve.CurveError, match="--metric.*'val.bleu'"):
         checkpoint_curve.lookup({"val": {"rouge": {}}}, "val.bleu", "results.json")
     assert not os.path.exists(out)
+
+
+def test_target_gives_where_the_line_through_the_scores_reaches_it():
+    # scores 2, 4, 6 at steps 2,000, 4,000, 6,000: the line is step / 1,000, so it
+    # reaches 20 at step 20,000 (closed form); a 3,000-step window holds too few points
+    rows = [{"step": s, "value": s / 1000, "command": f"c{s}"} for s in (2000, 4000, 6000)]
+    text = checkpoint_curve.render("runs/x", "val", "val.rouge.rouge_1", rows, "cmd", 20, 4000)
+    assert "| x | 3 evaluations, steps 2,000-6,000 | +1.00 | 6.00 | 20,000 |" in text
+    text = checkpoint_curve.render("runs/x", "val", "val.rouge.rouge_1", rows, "cmd", 20, 3000)
+    assert "fewer than 3 evaluations" in text
+    assert "Where a straight line" not in checkpoint_curve.render(
+        "runs/x", "val", "val.rouge.rouge_1", rows, "cmd")
