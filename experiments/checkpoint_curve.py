@@ -106,26 +106,47 @@ def lookup(results, metric, where):
     return float(node)
 
 
-def score_step(model_dir, step, mode, metric, work_dir, extra_flags=(), module=None):
+def score_step(model_dir, step, mode, metric, work_dir, extra_flags=(), module=None,
+               rescore=False):
     """Scores ``model_dir``'s checkpoint of ``step`` with ``--mode=mode`` of its CLI in a
-    scratch copy; returns ``{"step", "value", "command", "results"}``."""
+    scratch copy; returns ``{"step", "value", "command", "results"}``. A scratch copy
+    already scored by the same command from the same checkpoint file (its ``scored.json``)
+    is read again rather than decoded again, unless ``rescore``: a curve stopped halfway
+    resumes where it stopped."""
     module = module or run_module(model_dir)
-    scratch = scratch_copy(model_dir, step, os.path.join(work_dir, f"step_{step}"))
+    scratch = os.path.join(work_dir, f"step_{step}")
     argv = [f"--mode={mode}", f"--model_dir={scratch}", "--noprogress", *extra_flags]
-    proc = subprocess.run([sys.executable, "-m", module, *argv], text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     command = command_line(module, argv)
-    if proc.returncode != 0:
-        raise CurveError(f"step {step}: `{command}` failed (exit {proc.returncode}):\n"
-                         + "\n".join(proc.stderr.strip().splitlines()[-15:]))
+    stamp = {"command": command, "checkpoint": checkpoint_stamp(model_dir, step)}
+    marker = os.path.join(scratch, "scored.json")
+    if rescore or not os.path.exists(marker) or load_json(marker) != stamp:
+        scratch_copy(model_dir, step, scratch)
+        proc = subprocess.run([sys.executable, "-m", module, *argv], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if proc.returncode != 0:
+            raise CurveError(f"step {step}: `{command}` failed (exit {proc.returncode}):\n"
+                             + "\n".join(proc.stderr.strip().splitlines()[-15:]))
     path = os.path.join(scratch, "results.json")
     results = load_json(path)
     section = results.get(mode, results)
     scored = section.get("steps", results.get("steps"))
     if scored is not None and int(scored) != step:
         raise CurveError(f"step {step}: {path} says it scored step {scored}")
-    return {"step": step, "value": lookup(results, metric, path), "command": command,
-            "results": path}
+    row = {"step": step, "value": lookup(results, metric, path), "command": command,
+           "results": path}
+    save_json(marker, stamp)
+    return row
+
+
+def checkpoint_stamp(model_dir, step):
+    """The size and modification time of the checkpoint's index file: a checkpoint written
+    again (a run restarted over the same directory) is scored again."""
+    prefix = dict(listed_checkpoints(model_dir)).get(step)
+    if prefix is None:
+        raise CurveError(f"--steps: {model_dir} keeps no checkpoint of step {step}")
+    info = os.stat(prefix + ".index")
+    return {"index": os.path.abspath(prefix + ".index"), "size": info.st_size,
+            "mtime": info.st_mtime}
 
 
 def as_history(rows, metric):
@@ -167,6 +188,9 @@ def main(argv=None):
                              "linear extrapolation, a lower bound for a flattening curve)")
     parser.add_argument("--fit_steps", type=int, default=4000,
                         help="the window of --target's line, in steps (default: %(default)s)")
+    parser.add_argument("--rescore", action="store_true",
+                        help="decode every step again, even one a scratch copy already "
+                             "scored with the same command")
     parser.add_argument("--work_dir", default=None,
                         help="where the scratch copies go (default: <model_dir>_curve)")
     parser.add_argument("--out", required=True,
@@ -195,7 +219,7 @@ def main(argv=None):
         rows = []
         for step in steps:
             row = score_step(model_dir, step, args.mode, args.metric, work_dir, args.flag,
-                             module)
+                             module, args.rescore)
             print(f"step {step:,}: {args.metric} = {row['value']:.2f}", flush=True)
             rows.append(row)
     except CurveError as e:

@@ -54,6 +54,17 @@ def test_scores_each_kept_checkpoint_as_its_cli_does(trained, tmp_path, monkeypa
     text = open(out).read()
     assert "python -m experiments.checkpoint_curve" in text and "--mode=val" in text
 
+    # The same command again reads the scored copies back instead of decoding again.
+    def no_decode(*args, **kwargs):
+        raise AssertionError(f"decoded again: {args}")
+    monkeypatch.setattr(checkpoint_curve.subprocess, "run", no_decode)
+    assert checkpoint_curve.main([f"--model_dir={model_dir}", "--steps=all",
+                                  f"--work_dir={tmp_path / 'work'}", f"--out={out}"]) == 0
+    assert json.load(open(str(tmp_path / "curve.json")))["rows"] == curve["rows"]
+    with pytest.raises(AssertionError, match="decoded again"):
+        checkpoint_curve.main([f"--model_dir={model_dir}", "--steps=4", "--rescore",
+                               f"--work_dir={tmp_path / 'work'}", f"--out={out}"])
+
 
 def test_errors_name_the_flag(trained, tmp_path, capsys):
     model_dir, _ = trained
