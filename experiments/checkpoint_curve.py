@@ -30,7 +30,8 @@ import sys
 from acvi_tf.training.checkpoints import checkpoint_dir, listed_checkpoints
 from acvi_tf.utils.files import load_json, save_json, write_report
 from acvi_tf.utils.provenance import command_line
-from experiments.convergence import budget_table, extrapolate
+from experiments.convergence import (add_target_flags, budget_table, check_target_flags,
+                                     extrapolate)
 from experiments.tables.render import markdown_table
 
 # What a scratch copy leaves out: the run's own results and decodes (the mode writes its
@@ -182,12 +183,7 @@ def main(argv=None):
                         help="dotted path of the score in results.json (default: %(default)s)")
     parser.add_argument("--flag", action="append", default=[],
                         help="an extra flag for every evaluation, e.g. --flag=--ban_unk")
-    parser.add_argument("--target", type=float, default=None,
-                        help="also give the step where the least-squares line over the "
-                             "scores of the last --fit_steps steps reaches this score (a "
-                             "linear extrapolation, a lower bound for a flattening curve)")
-    parser.add_argument("--fit_steps", type=int, default=4000,
-                        help="the window of --target's line, in steps (default: %(default)s)")
+    add_target_flags(parser)
     parser.add_argument("--rescore", action="store_true",
                         help="decode every step again, even one a scratch copy already "
                              "scored with the same command")
@@ -196,6 +192,7 @@ def main(argv=None):
     parser.add_argument("--out", required=True,
                         help="the markdown table; the JSON is written beside it (.json)")
     args = parser.parse_args(argv)
+    check_target_flags(parser, args)
     model_dir = os.path.normpath(args.model_dir)
     try:
         module = run_module(model_dir)

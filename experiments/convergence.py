@@ -216,6 +216,22 @@ def budget_table(histories, target, fit_steps, metric, name_):
                             f"step where the line reaches {target:g}"], rows, "llrrr")]
 
 
+def add_target_flags(parser):
+    """``--target`` and ``--fit_steps`` (:func:`budget_table`), for this CLI and
+    :mod:`experiments.checkpoint_curve`."""
+    parser.add_argument("--target", type=float, default=None,
+                        help="also tabulate the step where each run's straight line over "
+                             "its last --fit_steps steps reaches this score (e.g. 20 for "
+                             "ROUGE-1 20); a lower bound on the budget, not a run")
+    parser.add_argument("--fit_steps", type=int, default=4000,
+                        help="the window of --target's line, in steps (default: %(default)s)")
+
+
+def check_target_flags(parser, args):
+    if args.fit_steps < 1:
+        parser.error(f"--fit_steps: {args.fit_steps} must be at least 1")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m experiments.convergence",
                                      description=__doc__.split("\n\n")[0])
@@ -234,19 +250,13 @@ def main(argv=None):
     parser.add_argument("--takeoff", "--takeoff_bleu", dest="takeoff", type=float,
                         default=10.0, help="the take-off step is the first evaluation at "
                                            "or above this score (default: %(default)s)")
-    parser.add_argument("--target", type=float, default=None,
-                        help="also tabulate the step where each run's straight line over "
-                             "its last --fit_steps steps reaches this score (e.g. 20 for "
-                             "ROUGE-1 20); a lower bound on the budget, not a run")
-    parser.add_argument("--fit_steps", type=int, default=4000,
-                        help="the window of --target's line, in steps (default: %(default)s)")
+    add_target_flags(parser)
     parser.add_argument("--archive", default=ARCHIVE,
                         help="where the runs' small files are copied (default: %(default)s)")
     parser.add_argument("--no_archive", action="store_true",
                         help="read the run dirs as they are; copy nothing")
     args = parser.parse_args(argv)
-    if args.fit_steps < 1:
-        parser.error(f"--fit_steps: {args.fit_steps} must be at least 1")
+    check_target_flags(parser, args)
     runs = []
     for item in args.runs:
         name, sep, d = item.partition("=")
