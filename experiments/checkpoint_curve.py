@@ -22,12 +22,12 @@ curve over test scores must not select anything.
 import argparse
 import glob
 import os
-import shlex
 import shutil
 import subprocess
 import sys
 
-from acvi_tf.training.checkpoints import checkpoint_dir, listed_checkpoints
+from acvi_tf.run.records import load_run_config, made_by
+from acvi_tf.training.checkpoints import listed_checkpoints
 from acvi_tf.utils.files import load_json, save_json, write_report
 from acvi_tf.utils.provenance import command_line
 from experiments.convergence import (add_target_flags, budget_table, check_target_flags,
@@ -45,32 +45,32 @@ class CurveError(ValueError):
 
 
 def run_module(model_dir):
-    """The ``experiments.X`` CLI that trained ``model_dir`` (from its run_config.json's
-    command)."""
-    path = os.path.join(model_dir, "run_config.json")
-    if not os.path.exists(path):
+    """The ``experiments.X`` CLI that trained ``model_dir`` (its run_config.json's command)."""
+    saved = load_run_config(model_dir)
+    if saved is None:
         raise CurveError(f"--model_dir: {model_dir} holds no run_config.json (not a run "
                          f"directory)")
-    words = shlex.split(load_json(path).get("command", ""))
-    if "-m" not in words or words.index("-m") + 1 >= len(words):
-        raise CurveError(f"{path}: its command {' '.join(words)!r} names no python -m module")
-    return words[words.index("-m") + 1]
+    module = made_by(saved)
+    if not module:
+        raise CurveError(f"{model_dir}/run_config.json: its command {saved.get('command')!r} "
+                         f"names no python -m module")
+    return module
+
+
+def kept_checkpoints(model_dir):
+    """``{step: checkpoint prefix}`` of the checkpoints ``model_dir/ckpt`` holds."""
+    return dict(listed_checkpoints(model_dir))
 
 
 def kept_steps(model_dir):
     """The steps of the checkpoints ``model_dir/ckpt`` holds, oldest first."""
-    return sorted(step for step, _ in listed_checkpoints(model_dir))
+    return sorted(kept_checkpoints(model_dir))
 
 
-def scratch_copy(model_dir, step, scratch):
-    """``scratch`` made a run directory whose only checkpoint is ``model_dir``'s of
-    ``step``: the small files copied (a mode writes into its run directory), the
-    checkpoint's data and index linked (read only)."""
-    kept = dict((s, prefix) for s, prefix in listed_checkpoints(model_dir))
-    if step not in kept:
-        raise CurveError(f"--steps: {model_dir} keeps no checkpoint of step {step}; it keeps "
-                         f"{', '.join(map(str, sorted(kept))) or 'none'} (train with "
-                         f"--keep_checkpoints=K to keep more)")
+def scratch_copy(model_dir, prefix, scratch):
+    """``scratch`` made a run directory whose only checkpoint is ``prefix`` (one of
+    ``model_dir``'s): the small files copied (a mode writes into its run directory), the
+    checkpoint's data and index linked (read only), its checksum and position files copied."""
     if os.path.exists(scratch):
         shutil.rmtree(scratch)
     os.makedirs(os.path.join(scratch, "ckpt"))
@@ -80,12 +80,12 @@ def scratch_copy(model_dir, step, scratch):
         path = os.path.join(model_dir, name)
         if os.path.isfile(path) and name not in skipped:
             shutil.copy2(path, os.path.join(scratch, name))
-    prefix = kept[step]
     name = os.path.basename(prefix)
     for path in glob.glob(prefix + ".*"):
         os.symlink(os.path.abspath(path), os.path.join(scratch, "ckpt", os.path.basename(path)))
+    step = name.rsplit("-", 1)[1]
     for extra in (f"checksums-{step}.json", f"position-{step}.json"):
-        path = os.path.join(checkpoint_dir(model_dir), extra)
+        path = os.path.join(os.path.dirname(prefix), extra)
         if os.path.exists(path):
             shutil.copy2(path, os.path.join(scratch, "ckpt", extra))
     with open(os.path.join(scratch, "ckpt", "checkpoint"), "w", encoding="utf-8") as f:
@@ -107,21 +107,21 @@ def lookup(results, metric, where):
     return float(node)
 
 
-def score_step(model_dir, step, mode, metric, work_dir, extra_flags=(), module=None,
+def score_step(model_dir, step, prefix, mode, metric, work_dir, extra_flags=(), module=None,
                rescore=False):
-    """Scores ``model_dir``'s checkpoint of ``step`` with ``--mode=mode`` of its CLI in a
-    scratch copy; returns ``{"step", "value", "command", "results"}``. A scratch copy
-    already scored by the same command from the same checkpoint file (its ``scored.json``)
-    is read again rather than decoded again, unless ``rescore``: a curve stopped halfway
-    resumes where it stopped."""
+    """Scores ``model_dir``'s checkpoint ``prefix`` (of ``step``) with ``--mode=mode`` of its
+    CLI in a scratch copy; returns ``{"step", "value", "command", "results"}``. A scratch
+    copy already scored by the same command from the same checkpoint file (its
+    ``scored.json``) is read again rather than decoded again, unless ``rescore``: a curve
+    stopped halfway resumes where it stopped."""
     module = module or run_module(model_dir)
     scratch = os.path.join(work_dir, f"step_{step}")
     argv = [f"--mode={mode}", f"--model_dir={scratch}", "--noprogress", *extra_flags]
     command = command_line(module, argv)
-    stamp = {"command": command, "checkpoint": checkpoint_stamp(model_dir, step)}
+    stamp = {"command": command, "checkpoint": checkpoint_stamp(prefix)}
     marker = os.path.join(scratch, "scored.json")
     if rescore or not os.path.exists(marker) or load_json(marker) != stamp:
-        scratch_copy(model_dir, step, scratch)
+        scratch_copy(model_dir, prefix, scratch)
         proc = subprocess.run([sys.executable, "-m", module, *argv], text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if proc.returncode != 0:
@@ -139,12 +139,9 @@ def score_step(model_dir, step, mode, metric, work_dir, extra_flags=(), module=N
     return row
 
 
-def checkpoint_stamp(model_dir, step):
+def checkpoint_stamp(prefix):
     """The size and modification time of the checkpoint's index file: a checkpoint written
     again (a run restarted over the same directory) is scored again."""
-    prefix = dict(listed_checkpoints(model_dir)).get(step)
-    if prefix is None:
-        raise CurveError(f"--steps: {model_dir} keeps no checkpoint of step {step}")
     info = os.stat(prefix + ".index")
     return {"index": os.path.abspath(prefix + ".index"), "size": info.st_size,
             "mtime": info.st_mtime}
@@ -196,9 +193,9 @@ def main(argv=None):
     model_dir = os.path.normpath(args.model_dir)
     try:
         module = run_module(model_dir)
-        kept = kept_steps(model_dir)
+        kept = kept_checkpoints(model_dir)
         if args.steps == "all":
-            steps = kept
+            steps = sorted(kept)
         else:
             try:
                 steps = [int(s) for s in args.steps.split(",") if s.strip()]
@@ -208,15 +205,15 @@ def main(argv=None):
             if missing:
                 raise CurveError(f"--steps: {model_dir} keeps no checkpoint of step(s) "
                                  f"{', '.join(map(str, missing))}; it keeps "
-                                 f"{', '.join(map(str, kept)) or 'none'} (train with "
+                                 f"{', '.join(map(str, sorted(kept))) or 'none'} (train with "
                                  f"--keep_checkpoints=K to keep more)")
         if not steps:
             raise CurveError(f"--steps: {model_dir} keeps no checkpoint")
         work_dir = args.work_dir or model_dir + "_curve"
         rows = []
         for step in steps:
-            row = score_step(model_dir, step, args.mode, args.metric, work_dir, args.flag,
-                             module, args.rescore)
+            row = score_step(model_dir, step, kept[step], args.mode, args.metric, work_dir,
+                             args.flag, module, args.rescore)
             print(f"step {step:,}: {args.metric} = {row['value']:.2f}", flush=True)
             rows.append(row)
     except CurveError as e:

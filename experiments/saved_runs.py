@@ -11,7 +11,7 @@ from absl import flags
 
 from acvi_tf.errors import RunError
 from acvi_tf.run.directory import save_run_config
-from acvi_tf.run.records import load_run_config
+from acvi_tf.run.records import load_run_config, made_by
 from acvi_tf.utils import manifest
 from acvi_tf.utils.provenance import command_line
 from experiments.config_flags import FlagError, explicit
@@ -86,15 +86,15 @@ def resolve_run_flags(model_dir, mode, profiles, task_config, flag_values=FLAGS,
     saved = None
     if model_dir and mode in ("eval", "train", "train_eval") + READ_ONLY_MODES:
         saved = restore_run_config(model_dir, fv)
-    made_by = _made_by(saved)
-    if module and made_by and made_by != module:
-        raise FlagError("model_dir", f"{model_dir} holds a run of {made_by}, not of "
-                        f"{module}; use python -m {made_by} with it")
+    ours = made_by(saved)
+    if module and ours and ours != module:
+        raise FlagError("model_dir", f"{model_dir} holds a run of {ours}, not of "
+                        f"{module}; use python -m {ours} with it")
     if module and mode in ("train", "train_eval") and fv.init_from:
         # a warm start copies the weights of a run of the same task (its batches, head
         # and vocabulary); another CLI's run is refused before anything is written
         try:
-            theirs = _made_by(load_run_config(os.path.abspath(fv.init_from)))
+            theirs = made_by(load_run_config(os.path.abspath(fv.init_from)))
         except RunError as e:
             raise FlagError("init_from", str(e)) from None
         if theirs and theirs != module:
@@ -140,8 +140,3 @@ def check_device(flag_values=FLAGS):
     problem = gpus.cpu_only_problem(flag_values.profile, flag_values.allow_cpu)
     if problem:
         raise SystemExit(f"error: {problem}")
-
-
-def _made_by(saved):
-    """The CLI module that made a saved run config (``experiments.translate``), or ''."""
-    return ((saved or {}).get("command", "").split(" ")[2:3] or [""])[0]

@@ -18,6 +18,11 @@ def load_run_config(model_dir):
     return load_json(path) if os.path.exists(path) else None
 
 
+def made_by(saved):
+    """The CLI module that made a saved run config (``experiments.translate``), or ''."""
+    return ((saved or {}).get("command", "").split(" ")[2:3] or [""])[0]
+
+
 def read_history(model_dir):
     """The records of ``model_dir/history.jsonl`` ([] if there is none). A last line
     without its newline is one a running run is still writing, and is left out."""
