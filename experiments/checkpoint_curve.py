@@ -62,11 +62,6 @@ def kept_checkpoints(model_dir):
     return dict(listed_checkpoints(model_dir))
 
 
-def kept_steps(model_dir):
-    """The steps of the checkpoints ``model_dir/ckpt`` holds, oldest first."""
-    return sorted(kept_checkpoints(model_dir))
-
-
 def scratch_copy(model_dir, prefix, scratch):
     """``scratch`` made a run directory whose only checkpoint is ``prefix`` (one of
     ``model_dir``'s): the small files copied (a mode writes into its run directory), the
