@@ -17,6 +17,9 @@ A B C ...), so a load that changes during the run affects every row alike:
   [B, N] x [B, N, D] product and its [B, N, D] gradient are gone;
 * ``acvi_kl0_no_noise``: the context is the posterior mean: what is left is the
   sigma network and the log-softmax;
+* ``acvi_bf16_variance`` and ``acvi_kl0_bf16_variance``: ``acvi`` and ``acvi_kl0`` with
+  sigma^2 kept in bfloat16 (cast once per source) and the variance product of Eq. 25 run
+  in bfloat16: the price of the bytes that product reads (half of float32's);
 * ``soft_plain_loop`` and ``acvi_kl0_plain_loop``: ``soft`` and ``acvi_kl0`` with the
   straightforward teacher-forced loop (``Seq2Seq.defer_loop_gradients = False``: the
   target lookup and the gradients of h_i, the keys and sigma^2 per step), the price of
@@ -60,10 +63,11 @@ SIZES = {"translation": (TRANSLATION_MODEL, 128, 50, 50),
 PAPER_SIZES = ("translation", "summarization")
 ROWS = ("soft", "acvi", "acvi_kl0", "acvi_bound", "acvi_kl0_no_variance", "acvi_kl0_no_noise",
         "soft_plain_loop", "acvi_kl0_plain_loop", "soft_block_lstm", "acvi_kl0_block_lstm",
-        "soft_no_grad_norm")
+        "soft_no_grad_norm", "acvi_bf16_variance", "acvi_kl0_bf16_variance")
 PLAIN_LOOP = "_plain_loop"
 BLOCK_LSTM = "_block_lstm"
 NO_GRAD_NORM = "_no_grad_norm"
+BF16_VARIANCE = "_bf16_variance"
 
 
 def _unit_norm(tensors, name=None):
@@ -84,7 +88,26 @@ def _contexts():
 
     def no_noise(weights, memory, sigma_sq, seed, noise_scale=None, memory_state=None):
         return weighted_sum(weights, memory, memory_state, "memory")
+
     return {"acvi_kl0_no_variance": no_variance, "acvi_kl0_no_noise": no_noise}
+
+
+def _bf16_variance(acvi_module):
+    """The replacements of ``acvi_module.mixture_terms`` and ``_mix`` in the
+    ``_bf16_variance`` rows: sigma^2 cast to bfloat16 once per source, and each weighted
+    sum run in its values' dtype with a float32 result, so the model's own
+    sample_mixed_context (Eq. 25) runs its variance product in bfloat16."""
+    import tensorflow as tf
+    mixture_terms, mix = acvi_module.mixture_terms, acvi_module._mix
+
+    def terms(memory, log_sigma_sq, prior_mean=None):
+        out = mixture_terms(memory, log_sigma_sq, prior_mean)
+        return {**out, "sigma_sq": tf.cast(out["sigma_sq"], tf.bfloat16)}
+
+    def mixed(weights, value, memory_state, name):
+        return tf.cast(mix(tf.cast(weights, value.dtype), value, memory_state, name),
+                       weights.dtype)
+    return {"mixture_terms": terms, "_mix": mixed}
 
 
 def row_config(size, row):
@@ -112,6 +135,8 @@ def build_steps(size, rows, seed=0, xla=False):
                          np.random.default_rng(seed))
     batch = {k: tf.constant(v) for k, v in batch.items()}
     original, replaced = acvi_module.sample_mixed_context, _contexts()
+    bf16 = _bf16_variance(acvi_module)
+    unpatched = {name: getattr(acvi_module, name) for name in bf16}
     global_norm = tf.linalg.global_norm
     steps = {}
     try:
@@ -128,14 +153,20 @@ def build_steps(size, rows, seed=0, xla=False):
             # ACVI looks the sampler up, and the step the norm, when the step is traced:
             # trace under the row's.
             acvi_module.sample_mixed_context = replaced.get(row, original)
+            for name, fn_ in (bf16 if row.endswith(BF16_VARIANCE) else {}).items():
+                setattr(acvi_module, name, fn_)
             if no_norm:
                 tf.linalg.global_norm = _unit_norm
             fn(batch)
             acvi_module.sample_mixed_context = original
+            for name, fn_ in unpatched.items():
+                setattr(acvi_module, name, fn_)
             tf.linalg.global_norm = global_norm
             steps[row] = fn
     finally:
         acvi_module.sample_mixed_context = original
+        for name, fn_ in unpatched.items():
+            setattr(acvi_module, name, fn_)
         tf.linalg.global_norm = global_norm
     return steps, batch
 

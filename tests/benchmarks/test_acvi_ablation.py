@@ -60,6 +60,35 @@ def test_the_ablated_samplers_remove_what_they_say():
     assert np.abs(full - mean).max() > 0.1  # sigma = 2: the real sampler is far noisier
 
 
+def test_the_bf16_variance_rows_keep_sigma_sq_in_bfloat16_and_sample_eq_25():
+    """The _bf16_variance rows: sigma^2 cast to bfloat16 once per source, and the model's
+    own sampler then draws Eq. 25's sample (same seed) to bfloat16's precision; acvi's
+    functions are its own again after tracing the rows."""
+    rng = np.random.default_rng(1)
+    memory = tf.constant(rng.normal(size=[2, 6, 8]), tf.float32)
+    log_sigma_sq = tf.constant(rng.normal(size=[2, 6, 8]), tf.float32)
+    weights = tf.nn.softmax(tf.constant(rng.normal(size=[2, 6]), tf.float32))
+    seed = tf.constant([3, 4])
+    full = acvi.sample_mixed_context(weights, memory, tf.exp(log_sigma_sq), seed).numpy()
+    unpatched = {"mixture_terms": acvi.mixture_terms, "_mix": acvi._mix,
+                 "sample_mixed_context": acvi.sample_mixed_context}
+    patches = acvi_ablation._bf16_variance(acvi)
+    terms = patches["mixture_terms"](memory, log_sigma_sq)
+    assert terms["sigma_sq"].dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(terms["sigma_sq"], tf.float32),
+                               np.exp(log_sigma_sq.numpy()), rtol=1e-2)
+    try:
+        acvi._mix = patches["_mix"]
+        ablated = acvi.sample_mixed_context(weights, memory, terms["sigma_sq"], seed).numpy()
+    finally:
+        acvi._mix = unpatched["_mix"]
+    assert ablated.dtype == np.float32
+    np.testing.assert_allclose(ablated, full, rtol=2e-2, atol=2e-2)
+    assert np.abs(ablated - full).max() > 0  # the product did run in bfloat16
+    acvi_ablation.build_steps("toy", ["acvi_kl0_bf16_variance"])
+    assert {name: getattr(acvi, name) for name in unpatched} == unpatched
+
+
 def test_rows_pick_a_subset_and_unknown_rows_are_refused(tmp_path, capsys):
     out = tmp_path / "ablation.json"
     acvi_ablation.main(["--size=toy", "--rounds=1", "--rows=soft,soft_block_lstm",
