@@ -130,6 +130,11 @@ def parse_args(argv):
                    help="pad each sequence by a random amount up to this fraction of its "
                         "length (0: no padding)")
     p.add_argument("--seed", type=int, default=0, help="parameters, batches and noise")
+    p.add_argument("--cpu_shards", type=int, default=0,
+                   help="batch shards of each (size, XLA) group, as the task CLIs' "
+                        "--cpu_shards: 0 (auto) gives one shard of rows per core with one "
+                        "thread per op in a worker process of its own (--isolate=yes), one "
+                        "shard otherwise; 1: TensorFlow's default threads")
     p.add_argument("--isolate", choices=("yes", "no"), default=None,
                    help="yes: run each (size, XLA) group in a worker process of its own, so "
                         "memory is returned between groups and a crash or out-of-memory "
@@ -182,7 +187,7 @@ def _run(args, argv, profile, dump_dir):
     beam_settings = _settings(args.beam_xla or profile.beam_xla)
     spec = {"profile": args.profile, "variants": variants, "flops": args.flops,
             "seed": args.seed, "max_pad_fraction": args.max_pad_fraction,
-            "precision": args.precision,
+            "precision": args.precision, "cpu_shards": args.cpu_shards,
             "warmup": profile.warmup if args.warmup is None else args.warmup,
             "steps": profile.steps if args.steps is None else args.steps,
             "beam_reps": args.beam_reps or profile.beam_reps}
@@ -242,6 +247,7 @@ def _run(args, argv, profile, dump_dir):
                      "beam_reps": spec["beam_reps"], "flops": args.flops,
                      "max_pad_fraction": args.max_pad_fraction, "seed": args.seed,
                      "isolate": args.isolate, "precision": args.precision,
+                     "cpu_shards": args.cpu_shards,
                      "optimizer": "Adam(1e-3), global-norm clip 5 (as the Trainer; dynamic loss "
                                   "scaling with mixed_float16)",
                      "size_definitions": {n: dataclasses.asdict(profile.sizes[n]) for n in sizes}},

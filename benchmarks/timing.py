@@ -44,7 +44,8 @@ class TrainRun:
         self.optimizer = make_optimizer(TrainConfig(model_dir="", optimizer="adam",
                                                     learning_rate=1e-3), precision)
         self.optimizer.build(self.model.trainable_variables)
-        self.python_step = make_train_step(self.model, self.optimizer)
+        from acvi_tf.utils import shards  # the group's (configured by run_group)
+        self.python_step = make_train_step(self.model, self.optimizer, shards=shards.shards())
         self.module_name = module_name(self.size_name, self.variant)
         self.python_step.__name__ = self.module_name  # names the XLA module (HLO dump)
         # autograph off, as in the Trainer: the step has no tensor-dependent Python control
@@ -162,10 +163,13 @@ def run_beam(size_name, size, variant, model, xla, reps, seed, precision="float3
                                        (size.beam_batch, size.src_len)).astype(np.int32))
         # min_length = max_length forbids the end token: every call decodes max_length
         # steps (random weights would end most hypotheses at once), a fixed workload.
-        fn = tf.function(functools.partial(model.decode, beam_width=size.beam_width,
-                                           max_length=size.beam_max_length,
-                                           min_length=size.beam_max_length), jit_compile=xla,
-                         autograph=False)
+        from acvi_tf.utils import shards
+        decode = functools.partial(model.decode, beam_width=size.beam_width,
+                                   max_length=size.beam_max_length,
+                                   min_length=size.beam_max_length)
+        # in the group's batch shards, as the task CLIs decode (acvi_tf.utils.shards)
+        fn = tf.function(lambda batch: shards.sharded(lambda part, _: decode(part), batch),
+                         jit_compile=xla, autograph=False)
         t0 = _now()
         lengths = fn({"src": src})["lengths"].numpy()
         rec["first_call_s"] = _now() - t0
@@ -187,6 +191,7 @@ def run_beam(size_name, size, variant, model, xla, reps, seed, precision="float3
 
 GROUP_KEYS = ("profile", "size", "xla", "train", "beam", "variants", "flops", "seed",
               "max_pad_fraction", "warmup", "steps", "beam_reps", "precision")
+# optional group keys: "cpu_shards" (0, auto, when absent)
 
 
 def run_group(spec, dump_dir, log):
@@ -202,6 +207,10 @@ def run_group(spec, dump_dir, log):
     size_name, xla, variants = spec["size"], spec["xla"], spec["variants"]
     size = profile.sizes[size_name]
     train, flops, models, beam = [], {}, {}, []
+    # Before TensorFlow runs an op in a worker of its own (--isolate=yes); in a process
+    # where it already has, auto gives one shard (acvi_tf.utils.shards).
+    from acvi_tf.utils import shards
+    shards.configure(spec.get("cpu_shards", 0))
     if spec["train"] or spec["beam"]:
         import tensorflow as tf
         tf.get_logger().setLevel("ERROR")  # not the retracing notes of many step functions
@@ -225,5 +234,7 @@ def run_group(spec, dump_dir, log):
             if rec["error"]:
                 log(f"  error: {rec['error'][:300]}")
             beam.append(rec)
+    for rec in train + beam:
+        rec["batch_shards"] = shards.describe()
     return {"train": train, "flops": flops, "beam": beam}
 

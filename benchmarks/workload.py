@@ -29,13 +29,13 @@ def random_batch(config, batch, src_len, tgt_len, rng, max_pad_fraction=0.0):
     return {"src": src, "tgt_in": tgt_in, "tgt_out": out}
 
 
-def make_train_step(model, optimizer, clip_norm=5.0):
+def make_train_step(model, optimizer, clip_norm=5.0, shards=1):
     """The Trainer's step (:func:`acvi_tf.training.step.train_step`), single replica,
-    returning the loss."""
+    returning the loss; ``shards`` as the Trainer's ``--cpu_shards`` resolves it."""
     from acvi_tf.training.step import train_step
 
     def step(batch, seed):
-        return train_step(model, optimizer, batch, seed, clip_norm)["loss"]
+        return train_step(model, optimizer, batch, seed, clip_norm, shards=shards)["loss"]
     return step
 
 

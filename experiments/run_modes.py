@@ -31,6 +31,7 @@ from acvi_tf.run.results import record_results
 from acvi_tf.tasks import TASKS
 from acvi_tf.tasks.decode_batches import read_lines, write_output
 from acvi_tf.training.trainer import is_chief
+from acvi_tf.utils import shards
 from acvi_tf.utils.provenance import command_line
 from experiments import flags as xflags
 
@@ -160,6 +161,9 @@ def main(cli, argv, flag_values=FLAGS):
     xflags.run_guarded(lambda: xflags.resolve_run_flags(
         model_dir, restore_mode, cli.profiles, cli.task_class.CONFIG, fv, module=cli.module,
         adopted=cli.adopted))
+    # Before TensorFlow runs an op (checking the flags builds a model): its threads can be
+    # set only until then.
+    shards.configure(fv["cpu_shards"].value if "cpu_shards" in fv else 0)
     cli.check_flags(fv)
     task = xflags.run_guarded(lambda: make_task(cli, fv))
     if fv.dry_run:

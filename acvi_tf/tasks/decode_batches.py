@@ -12,6 +12,7 @@ import tensorflow as tf
 from acvi_tf import decoding
 from acvi_tf.errors import RunError
 from acvi_tf.tasks.base import system_name
+from acvi_tf.utils import shards
 
 
 def decode_in_batches(decode_fn, lengths, make_batch, batch_size, attention_for=()):
@@ -46,11 +47,18 @@ def best_hypothesis_decoder(model, input_signature, beam_width=1, seeded=False, 
     """A tf.function batch -> best hypothesis (``ids``, ``lengths``, ``score``,
     ``attention``: :func:`acvi_tf.decoding.best_hypothesis`). ``seeded``: the function
     takes ``(batch, seed)``, the stateless seed of whatever the model samples.
-    ``options``: the rest of ``model.decode``'s search settings (DecodeConfig.options)."""
+    ``options``: the rest of ``model.decode``'s search settings (DecodeConfig.options).
+    The rows are decoded in the process's batch shards side by side
+    (:func:`acvi_tf.utils.shards.sharded`; one shard unless a task CLI configured more)."""
 
-    def decode(batch, seed=0):
+    def decode_part(batch, seed):
         out = model.decode(batch, beam_width=beam_width, seed=seed, **options)
         return decoding.best_hypothesis(out, beam_width)
+
+    def decode(batch, seed=0):
+        # the process's batch shards (acvi_tf.utils.shards), each row decoded as alone
+        return shards.sharded(lambda part, i: decode_part(part, shards.shard_seed(seed, i)),
+                              batch)
 
     signature = [input_signature] + ([tf.TensorSpec([], tf.int32)] if seeded else [])
     return tf.function(decode, input_signature=signature, autograph=False)

@@ -33,6 +33,12 @@ class TrainConfig:
     deterministic: bool = setting(
         False, "tf.config.experimental.enable_op_determinism: bit-exact reruns and resumes "
         "(tested on CPU: two runs give the same weights); slower on GPU.")
+    cpu_shards: int = setting(
+        0, "Run each batch as this many concurrent shards of rows, one per CPU core, with one "
+        "TensorFlow thread per op (faster than splitting every small op across threads: "
+        "acvi_tf.utils.shards). 0: auto, one per usable core on a CPU-only machine whose "
+        "TF_NUM_*_THREADS variables are unset, else 1. The objective is the same; each "
+        "shard draws its own dropout and noise.", lower_bound=0)
     jit_compile: bool = setting(False, "XLA-compile the training step (batches are padded "
                                 "to --pad_multiple so few shapes are compiled).", flag="xla")
     log_every: int = setting(50, "Progress line / scalars every N steps.", lower_bound=1)

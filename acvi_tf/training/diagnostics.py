@@ -17,6 +17,8 @@ import math
 
 import tensorflow as tf
 
+from acvi_tf.utils import shards
+
 COUNTS = ("num_tokens", "source_positions")
 # Per-source-position sums (divided by source_positions); the rest go per target token.
 PER_POSITION = ("memory_norm", "sigma_mean")
@@ -48,8 +50,10 @@ class DevDiagnostics:
                           for k, v in batch.items()}, tf.TensorSpec([], tf.float32))
 
             def terms(b, zero_context):
-                return model.loss_terms(b, training=False, diagnostics=True,
-                                        **({"zero_context": zero_context} if probe else {}))
+                # every term a sum over rows: the process's batch shards add up
+                return shards.summed(lambda part, _: model.loss_terms(
+                    part, training=False, diagnostics=True,
+                    **({"zero_context": zero_context} if probe else {})), b)
             self._fns[key] = tf.function(terms, input_signature=signature, autograph=False)
         return self._fns[key]
 

@@ -22,6 +22,8 @@ scaled: a NaN, or a loss exploding).
 import keras
 import tensorflow as tf
 
+from acvi_tf.utils.shards import shard_seed, summed
+
 # Below this loss scale a non-finite gradient ends training (fairseq's DynamicLossScaler
 # stops at the same minimum): from Keras' initial 2**15 that is 29 halvings in a row.
 MIN_LOSS_SCALE = 1e-4
@@ -37,15 +39,26 @@ def loss_scale(optimizer):
     return tf.convert_to_tensor(optimizer.dynamic_scale)
 
 
-def train_step(model, optimizer, batch, seed, clip_norm=5.0, anneal=None, num_replicas=1):
+def loss_terms(model, batch, seed, shards=1, **anneal):
+    """``model.loss_terms(batch, training=True)``, every term a sum over rows, computed on
+    ``shards`` consecutive row ranges of ``batch`` (:mod:`acvi_tf.utils.shards`), each
+    with its own seed, and summed."""
+    return summed(lambda part, i: model.loss_terms(part, training=True,
+                                                   seed=shard_seed(seed, i), **anneal),
+                  batch, max(shards, 1))
+
+
+def train_step(model, optimizer, batch, seed, clip_norm=5.0, anneal=None, num_replicas=1,
+               shards=1):
     """One step; returns the metrics (per-token terms, ``loss``, ``grad_norm``,
     ``tokens``, ``finite``, the ``anneal`` values and, with loss scaling, the
-    ``loss_scale`` the step used), reduced over the replicas."""
+    ``loss_scale`` the step used), reduced over the replicas. ``shards`` > 1 computes
+    the objective on that many row ranges of the batch side by side (:func:`loss_terms`)."""
     anneal = anneal or {}
     ctx = tf.distribute.get_replica_context()
     scale = loss_scale(optimizer)
     with tf.GradientTape() as tape:
-        terms = model.loss_terms(batch, training=True, seed=seed, **anneal)
+        terms = loss_terms(model, batch, seed, shards, **anneal)
         global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, terms["num_tokens"])
         loss = terms["objective"] / tf.maximum(global_tokens, 1.0)
         scaled_loss = loss if scale is None else optimizer.scale_loss(loss)

@@ -62,6 +62,7 @@ from acvi_tf.training.step import train_step
 from acvi_tf.training.stop_signal import Interrupted, StopRequests
 from acvi_tf.training.train_log import TrainLog, progress_bar
 from acvi_tf.utils.ops import fold_seed
+from acvi_tf.utils.shards import describe as describe_shards, resolve as resolve_shards
 
 
 class Trainer:
@@ -203,7 +204,7 @@ class Trainer:
             anneal["noise_scale"] = schedules.kl_anneal_scale(
                 step, self.config.noise_warmup_steps, "linear")
         return train_step(model, self.optimizer, batch, seed, self.config.clip_norm, anneal,
-                          num_replicas)
+                          num_replicas, shards=resolve_shards(self.config.cpu_shards))
 
     def _check_finite(self, unchecked):
         """:func:`~acvi_tf.training.finite.check_finite` of ``unchecked`` (``[(step,
@@ -298,6 +299,9 @@ class Trainer:
             saved_position = self.restore(latest)
         iterator = iter(self.train_data(saved_position))
         step = int(self.step.numpy())
+        self.log(f"batch shards: {resolve_shards(cfg.cpu_shards)} ("
+                 + (f"--cpu_shards={cfg.cpu_shards}" if cfg.cpu_shards else describe_shards()["reason"])
+                 + ")")
         if not latest:
             self._seconds_before = 0.0
         self._since = self._saved_at = time.time()

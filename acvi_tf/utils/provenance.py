@@ -68,9 +68,10 @@ TF_ENV = ("TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THR
 
 
 def tf_settings():
-    """``{"onednn": bool, "env": {name: value}}``: whether TensorFlow runs oneDNN's
-    kernels (asked of the imported TensorFlow; None before it is imported, or where it
-    cannot tell) and the :data:`TF_ENV` variables that are set."""
+    """``{"onednn": bool, "env": {name: value}, "batch_shards": {...}}``: whether
+    TensorFlow runs oneDNN's kernels (asked of the imported TensorFlow; None before it is
+    imported, or where it cannot tell), the :data:`TF_ENV` variables that are set, and the
+    process's batch shards (:func:`acvi_tf.utils.shards.describe`, once that is imported)."""
     onednn = None
     if "tensorflow" in sys.modules:
         try:
@@ -78,7 +79,11 @@ def tf_settings():
             onednn = bool(_pywrap_util_port.IsMklEnabled())
         except (ImportError, AttributeError):  # a TensorFlow that moved it
             onednn = None
-    return {"onednn": onednn, "env": {k: os.environ[k] for k in TF_ENV if k in os.environ}}
+    out = {"onednn": onednn, "env": {k: os.environ[k] for k in TF_ENV if k in os.environ}}
+    shards = sys.modules.get("acvi_tf.utils.shards")
+    if shards is not None:  # how the process runs its batches (one thread per op or not)
+        out["batch_shards"] = shards.describe()
+    return out
 
 
 # The vector extensions that decide a CPU's float32 / bfloat16 kernels: runs on machines

@@ -10,6 +10,12 @@ Trainer's own SGD (``trainer.make_optimizer``). Beam search is ``Seq2Seq.decode`
 ``min_length = max_length`` (every call decodes the full length), as ``make bench`` times it.
 ``PRECISION`` is the model's ``ModelConfig.precision`` (default float32; mixed_float16
 trains with the Trainer's loss scaling); ``on`` XLA-compiles the training step.
+
+Batches run as the task CLIs run them by default (``--cpu_shards`` auto,
+:mod:`acvi_tf.utils.shards`): on a CPU-only machine with TensorFlow's thread variables
+unset, one shard of rows per core with one thread per op, for the training step and the
+beam search alike; ``ACVI_CPU_SHARDS=1`` in the environment gives the unsharded step
+(TensorFlow's default threads).
 """
 
 import functools
@@ -19,6 +25,12 @@ from benchmarks.peers import common
 
 
 def setup(path, precision="float32", xla="off"):
+    import os
+
+    from acvi_tf.utils import shards
+    # first, before TensorFlow runs an op (the task CLIs' default: --cpu_shards=0, auto)
+    count, _ = shards.configure(int(os.environ.get("ACVI_CPU_SHARDS", "0")))
+
     import keras
     import tensorflow as tf
 
@@ -36,7 +48,8 @@ def setup(path, precision="float32", xla="off"):
     optimizer = make_optimizer(TrainConfig(model_dir="", optimizer="sgd",
                                            learning_rate=size.learning_rate), precision)
     optimizer.build(model.trainable_variables)
-    step_fn = tf.function(make_train_step(model, optimizer, clip_norm=size.clip_norm),
+    step_fn = tf.function(make_train_step(model, optimizer, clip_norm=size.clip_norm,
+                                          shards=count),
                           autograph=False, jit_compile=xla == "on")
     batches = [{k: tf.constant(arrays[k][i]) for k in ("src", "tgt_in", "tgt_out")}
                for i in range(len(arrays["src"]))]
@@ -48,9 +61,11 @@ def setup(path, precision="float32", xla="off"):
         calls[0] += 1
         float(loss)  # waits for the step
 
-    beam_fn = tf.function(functools.partial(
-        model.decode, beam_width=size.beam_width, max_length=size.beam_max_length,
-        min_length=size.beam_max_length), autograph=False)
+    decode = functools.partial(model.decode, beam_width=size.beam_width,
+                               max_length=size.beam_max_length,
+                               min_length=size.beam_max_length)
+    beam_fn = tf.function(lambda batch: shards.sharded(lambda part, _: decode(part), batch,
+                                                       count), autograph=False)
     beam_src = {"src": tf.constant(arrays["beam_src"])}
 
     def beam():
@@ -58,6 +73,7 @@ def setup(path, precision="float32", xla="off"):
 
     info = {"side": "ours", "tensorflow": tf.__version__, "keras": keras.__version__,
             "precision": precision, "xla": xla == "on", "onednn": common.onednn_enabled(),
+            "batch_shards": shards.describe(),
             "parameters": int(sum(v.shape.num_elements() for v in model.trainable_variables))}
     return common.warm_up(info, train, beam, size.warmup)
 

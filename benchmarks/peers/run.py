@@ -87,6 +87,10 @@ MODEL_NOTES = [
     "time written out) and LSTM cells in a tf.while_loop in the decoder; OpenNMT-tf "
     "tf.keras LSTMCell in keras RNN layers (encoder) and tfa's dynamic decoding loop "
     "(decoder).",
+    "Threads: ours runs each batch (training step and beam search) as one shard of rows per "
+    "core with one TensorFlow thread per op (the task CLIs' default, --cpu_shards auto; "
+    "acvi_tf.utils.shards); OpenNMT-tf runs TensorFlow's default threads (every op split "
+    "across the cores). ACVI_CPU_SHARDS=1 gives ours the default threads too.",
     "Loss normalisation: ours per target token, OpenNMT-tf per sentence (its default); "
     "the cost of a step does not depend on it.",
 ]
@@ -224,7 +228,8 @@ def markdown(result):
         f"| parameters | {_fmt(ours.get('parameters'), ',')} | "
         f"{_fmt(peer.get('parameters'), ',')} | |",
         f"| oneDNN CPU kernels | {_on_off(ours.get('onednn'))} | "
-        f"{_on_off(peer.get('onednn'))} | |"]
+        f"{_on_off(peer.get('onednn'))} | |",
+        f"| threads | {_threads(ours)} | {_threads(peer)} | |"]
     rows = [("train ms/step (median)", "ms_per_step_median", ".1f"),
             ("train ms/step (min)", "ms_per_step_min", ".1f"),
             ("target tokens/s", "tokens_per_s", ".0f"),
@@ -240,6 +245,15 @@ def markdown(result):
         lines += ["", "Errors:", ""] + [e.strip().splitlines()[-1] for e in errors]
     lines += ["", "Model differences:", ""] + [f"- {n}" for n in result["model_notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _threads(side):
+    """How a side ran its ops: our batch shards (acvi_tf.utils.shards) or TensorFlow's
+    default threads."""
+    shards = side.get("batch_shards")
+    if not shards or shards.get("cpu_shards", 1) <= 1:
+        return "TensorFlow's default"
+    return f"{shards['cpu_shards']} batch shards ({shards['reason']})"
 
 
 def build_result(profile, argv, size, load, sides, wall_seconds, code=None,

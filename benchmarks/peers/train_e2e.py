@@ -103,6 +103,16 @@ def onmt_vocab(our_vocab_path, out_path):
     return len(words) + 4
 
 
+def batch_shards_line(log_path):
+    """What our run's log says of its batch shards (``batch shards: 2 (auto: ...)``), or
+    None where it says nothing."""
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("batch shards:"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
 def timed(argv, env, log_path, cwd=REPO_ROOT):
     """Runs ``argv``; its wall seconds and the cores other processes used meanwhile (a
     waited-for child's CPU is this process's, so ``OtherLoad`` leaves it out)."""
@@ -130,6 +140,7 @@ def run(args, work):
                              f"--checkpoint_every={args.steps}"],
                             env, os.path.join(work, f"ours{i}.log"))
         sides[name]["flags"] = flags
+        sides[name]["batch_shards"] = batch_shards_line(os.path.join(work, f"ours{i}.log"))
         sides[name].update(summary(our_rates(os.path.join(run_dir, "history.jsonl")),
                                    args.log_every))
     ours_dir = os.path.join(work, "ours0")
@@ -190,7 +201,10 @@ def markdown(result):
               "pads them with tf.data, OpenNMT-tf uses tf.data throughout (length buckets "
               "of width 2, a 500,000-example shuffle buffer). OpenNMT-tf's "
               "config has no global-norm clip (ours clips at 5); the clip costs a few "
-              "elementwise ops."]
+              "elementwise ops. Each side runs its own default threads: ours the batch "
+              "shards of `--cpu_shards` auto (one shard of rows per core, one thread per op "
+              "on a CPU-only machine whose TF_NUM_*_THREADS variables are unset: the log's "
+              "`batch shards:` line), OpenNMT-tf TensorFlow's default."]
     return "\n".join(lines) + "\n"
 
 

@@ -54,6 +54,25 @@ def test_resume_matches_an_uninterrupted_run(tmp_path):
     assert [json.load(open(p))["position"] for p in positions] == [4, 8]
 
 
+def test_a_sharded_run_resumes_exactly_and_says_its_shards(tmp_path):
+    """--cpu_shards=2 (each batch as two shards of rows, each with its own dropout and
+    noise draws): stopped at 3 and resumed to 6, the same weights as 6 steps in one go."""
+    lines = []
+    full = _trainer(tmp_path / "full", 6, cpu_shards=2)
+    full.log = lines.append
+    full.train()
+    assert "batch shards: 2 (--cpu_shards=2)" in lines
+    part = _trainer(tmp_path / "part", 6, cpu_shards=2)
+    part.train(stop_at=3)
+    resumed = _trainer(tmp_path / "part", 6, cpu_shards=2)
+    resumed.train()
+    for a, b in zip(_weights(full), _weights(resumed)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    unsharded = _trainer(tmp_path / "one", 6, cpu_shards=1)
+    unsharded.train()  # other dropout and noise draws: other weights
+    assert any(not np.allclose(a, b) for a, b in zip(_weights(full), _weights(unsharded)))
+
+
 def test_mixed_float16_checkpoints_its_loss_scale_and_restores_for_evaluation(tmp_path):
     """mixed_float16 trains with a LossScaleOptimizer: stopped after 2 steps and resumed to
     5, it ends with the weights and loss-scale state of an uninterrupted run (the scale's

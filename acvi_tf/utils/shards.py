@@ -1,0 +1,178 @@
+"""Each batch run as concurrent shards, one per CPU core, with one thread per op.
+
+On a CPU TensorFlow splits every op across its intra-op threads. The recurrent models'
+ops are small ([B, 4u] gates, [B, u] x [u, 4u] products, 50-100 of them per step in
+sequence), so splitting each one costs a synchronisation per op that the op's work does
+not repay: on 2 cores a training step of the paper's MT model runs only 1.1-1.4x faster
+with 2 threads than with 1. Splitting the *batch* instead gives each core a chain of
+whole ops of its own: the step runs ``shards`` copies of the model's graph on
+``batch / shards`` rows each, which TensorFlow's inter-op threads run side by side, each
+op on one thread (``results/bench_profile.md``, 2026-12-03: 1.35x the step, 1.2x a
+beam search at the peer benchmark's size).
+
+What changes for the model: nothing in the objective, which is a sum over rows (the
+shards' sums add up to the batch's; tested equal in values and gradients), and the
+random draws (dropout, ACVI's noise), which each shard makes from its own seed
+(:func:`shard_seed`): a run's trajectory depends on its shard count, which the run
+records, as it depends on its seed.
+
+:func:`configure` sets the threads; it must run before TensorFlow executes its first op
+(the task CLIs call it first thing), and it leaves alone a process whose TensorFlow
+threads the user set (``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS``, as the
+table lanes of ``make table*-cpu PARALLEL=2`` do), one with a GPU, and one machine with
+a single core: those run one shard.
+"""
+
+import logging
+import os
+
+import tensorflow as tf
+
+log = logging.getLogger(__name__)
+
+THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+_state = {"shards": 1, "reason": "not configured (one shard)"}
+
+
+def usable_cores():
+    """The CPU cores this process may run on (its affinity mask, else the CPU count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - no sched_getaffinity (macOS)
+        return os.cpu_count() or 1
+
+
+def _set_threads(shards):
+    """One thread per op, ``shards`` ops at a time; False if TensorFlow has started."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(shards)
+    except RuntimeError:  # "... cannot be modified after initialization"
+        return False
+    return True
+
+
+def configure(requested=0, environ=None, cores=None, gpu=None):
+    """Chooses this process's shard count and sets TensorFlow's threads for it.
+
+    ``requested``: 0 (auto) or a count (``--cpu_shards``). Auto gives one shard per
+    usable core when TensorFlow's threads are still ours to set: not after its first op,
+    not when the user set a thread variable, not with a GPU (whose kernels are large).
+    An explicit count > 1 shards the batch whatever the threads (one thread per op where
+    they can still be set). Returns ``(shards, reason)``, also kept for :func:`shards`."""
+    environ = os.environ if environ is None else environ
+    cores = usable_cores() if cores is None else cores
+    if requested < 0:
+        raise ValueError(f"cpu_shards must be >= 0 (0: auto), got {requested}")
+    if gpu is None:
+        gpu = bool(tf.config.list_physical_devices("GPU"))
+    user_threads = [v for v in THREAD_VARIABLES if v in environ]
+    if requested == 1:
+        count, reason = 1, "--cpu_shards=1"
+    elif requested == 0 and user_threads:
+        count, reason = 1, f"auto: {', '.join(user_threads)} set by the user"
+    elif requested == 0 and gpu:
+        count, reason = 1, "auto: a GPU is visible"
+    elif requested == 0 and cores < 2:
+        count, reason = 1, "auto: one usable core"
+    else:
+        count = requested or cores
+        how = f"--cpu_shards={requested}" if requested else f"auto: {cores} usable cores"
+        if user_threads:
+            reason = f"{how} (threads as the user set them: {', '.join(user_threads)})"
+        elif _set_threads(count):
+            reason = f"{how}, 1 thread per op, {count} ops at a time"
+        elif requested:
+            reason = f"{how} (TensorFlow had started: its threads are unchanged)"
+        else:
+            count, reason = 1, "auto: TensorFlow had started before its threads could be set"
+    _state.update(shards=count, reason=reason)
+    log.debug("batch shards: %d (%s)", count, reason)  # the Trainer says it in its log
+    return count, reason
+
+
+def shards():
+    """This process's shard count (:func:`configure`; 1 until it ran)."""
+    return _state["shards"]
+
+
+def describe():
+    """``{"cpu_shards": n, "reason": ...}`` for a run's records."""
+    return {"cpu_shards": _state["shards"], "reason": _state["reason"]}
+
+
+def resolve(requested):
+    """The shard count a step uses: ``requested`` if set, else this process's."""
+    return requested if requested and requested > 0 else shards()
+
+
+def split_rows(batch, count):
+    """``batch`` (a dict of tensors) as ``count`` dicts of consecutive rows: every tensor of
+    rank >= 1 cut along its first axis at ``k * B // count`` (shard sizes differ by at most
+    one; a shard is empty when B < count); scalars (``max_oovs``) go to every shard."""
+    batch = {k: tf.convert_to_tensor(v) for k, v in batch.items()}
+    rows = next((tf.shape(v)[0] for v in batch.values() if v.shape.rank), None)
+    if count == 1 or rows is None:
+        return [batch]
+    bounds = [(k * rows) // count for k in range(count + 1)]
+    return [{k: (v[bounds[i]:bounds[i + 1]] if v.shape.rank else v) for k, v in batch.items()}
+            for i in range(count)]
+
+
+def shard_seed(seed, index):
+    """The seed of shard ``index``: shard 0 keeps ``seed`` (one shard is the unsharded
+    step, draw for draw); shard k > 0 draws from a seed folded with k."""
+    if index == 0:
+        return seed
+    from acvi_tf.utils.ops import fold_seed
+    seed = tf.convert_to_tensor(seed)
+    # the shard's salt first: in a graph fold_seed's last salt is carried in the second
+    # half of the result, which a scalar seed drops
+    folded = fold_seed(seed, index, 0x5A4D)
+    return folded[0] if seed.shape.rank == 0 else folded
+
+
+def concat_rows(parts):
+    """The shards' outputs (dicts of [rows, ...] tensors) joined along the rows. Axes past
+    the first that differ between shards (a decode's steps) are zero-padded to the
+    longest; scalars must agree and are taken from the first shard."""
+    if len(parts) == 1:
+        return parts[0]
+    out = {}
+    for key in parts[0]:
+        values = [tf.convert_to_tensor(p[key]) for p in parts]
+        if values[0].shape.rank == 0:
+            out[key] = values[0]
+            continue
+        shapes = tf.stack([tf.shape(v) for v in values])
+        longest = tf.reduce_max(shapes, axis=0)
+        if values[0].shape.rank > 1:
+            # pad every axis but the rows to the longest shard's (rows are never padded)
+            keep_rows = tf.constant([[0, 0]] + [[0, 1]] * (values[0].shape.rank - 1))
+            values = [tf.pad(v, tf.stack([tf.zeros_like(longest), longest - tf.shape(v)], 1)
+                             * keep_rows) for v in values]
+        out[key] = tf.concat(values, 0)
+    return out
+
+
+def sharded(fn, batch, count=None):
+    """``fn(batch)`` computed as ``concat_rows([fn(shard) for shard in split_rows(batch)])``:
+    for a function whose output rows depend only on the same input rows (decoding).
+    ``count``: the shard count (default :func:`shards`); fn gets ``(part, index)``."""
+    count = shards() if count is None else count
+    parts = split_rows(batch, count)
+    if len(parts) == 1:
+        return fn(parts[0], 0)
+    return concat_rows([fn(part, i) for i, part in enumerate(parts)])
+
+
+def summed(fn, batch, count=None):
+    """``fn(batch)`` for a function whose outputs (a dict of tensors) are sums over rows
+    (a loss's terms): the sum of ``fn(part, index)`` over the shards of ``batch``.
+    ``count``: the shard count (default :func:`shards`)."""
+    count = shards() if count is None else count
+    parts = split_rows(batch, count)
+    if len(parts) == 1:
+        return fn(parts[0], 0)
+    outs = [fn(part, i) for i, part in enumerate(parts)]
+    return {name: tf.add_n([out[name] for out in outs]) for name in outs[0]}
