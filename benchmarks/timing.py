@@ -210,7 +210,7 @@ def run_group(spec, dump_dir, log):
     # Before TensorFlow runs an op in a worker of its own (--isolate=yes); in a process
     # where it already has, auto gives one shard (acvi_tf.utils.shards).
     from acvi_tf.utils import shards
-    shards.configure(spec.get("cpu_shards", 0))
+    shards.configure(spec.get("cpu_shards", 0), xla=bool(spec["xla"]))
     if spec["train"] or spec["beam"]:
         import tensorflow as tf
         tf.get_logger().setLevel("ERROR")  # not the retracing notes of many step functions

@@ -163,7 +163,8 @@ def main(cli, argv, flag_values=FLAGS):
         adopted=cli.adopted))
     # Before TensorFlow runs an op (checking the flags builds a model): its threads can be
     # set only until then.
-    shards.configure(fv["cpu_shards"].value if "cpu_shards" in fv else 0)
+    shards.configure(fv["cpu_shards"].value if "cpu_shards" in fv else 0,
+                     xla=bool(fv["xla"].value) if "xla" in fv else False)
     cli.check_flags(fv)
     task = xflags.run_guarded(lambda: make_task(cli, fv))
     if fv.dry_run:

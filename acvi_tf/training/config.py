@@ -37,7 +37,7 @@ class TrainConfig:
         0, "Run each batch as this many concurrent shards of rows, one per CPU core, with one "
         "TensorFlow thread per op (faster than splitting every small op across threads: "
         "acvi_tf.utils.shards). 0: auto, one per usable core on a CPU-only machine whose "
-        "TF_NUM_*_THREADS variables are unset, else 1. The objective is the same; each "
+        "TF_NUM_*_THREADS variables are unset and without --xla, else 1. The objective is the same; each "
         "shard draws its own dropout and noise.", lower_bound=0)
     jit_compile: bool = setting(False, "XLA-compile the training step (batches are padded "
                                 "to --pad_multiple so few shapes are compiled).", flag="xla")

@@ -52,12 +52,14 @@ def _set_threads(shards):
     return True
 
 
-def configure(requested=0, environ=None, cores=None, gpu=None):
+def configure(requested=0, environ=None, cores=None, gpu=None, xla=False):
     """Chooses this process's shard count and sets TensorFlow's threads for it.
 
     ``requested``: 0 (auto) or a count (``--cpu_shards``). Auto gives one shard per
     usable core when TensorFlow's threads are still ours to set: not after its first op,
-    not when the user set a thread variable, not with a GPU (whose kernels are large).
+    not when the user set a thread variable, not with a GPU (whose kernels are large), and
+    not with ``xla`` (an XLA-compiled step is one program that runs its ops one after
+    another: with one thread per op it would run on one core; measured 1.9x slower).
     An explicit count > 1 shards the batch whatever the threads (one thread per op where
     they can still be set). Returns ``(shards, reason)``, also kept for :func:`shards`."""
     environ = os.environ if environ is None else environ
@@ -71,6 +73,8 @@ def configure(requested=0, environ=None, cores=None, gpu=None):
         count, reason = 1, "--cpu_shards=1"
     elif requested == 0 and user_threads:
         count, reason = 1, f"auto: {', '.join(user_threads)} set by the user"
+    elif requested == 0 and xla:
+        count, reason = 1, "auto: --xla (an XLA program runs its ops in sequence)"
     elif requested == 0 and gpu:
         count, reason = 1, "auto: a GPU is visible"
     elif requested == 0 and cores < 2:

@@ -29,7 +29,7 @@ def setup(path, precision="float32", xla="off"):
 
     from acvi_tf.utils import shards
     # first, before TensorFlow runs an op (the task CLIs' default: --cpu_shards=0, auto)
-    count, _ = shards.configure(int(os.environ.get("ACVI_CPU_SHARDS", "0")))
+    count, _ = shards.configure(int(os.environ.get("ACVI_CPU_SHARDS", "0")), xla=xla == "on")
 
     import keras
     import tensorflow as tf

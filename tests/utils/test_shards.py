@@ -63,6 +63,7 @@ def test_concat_rows_pads_the_other_axes_to_the_longest_shard():
     ({"requested": 1}, 1, "--cpu_shards=1"),
     ({"environ": {"TF_NUM_INTRAOP_THREADS": "1"}}, 1, "TF_NUM_INTRAOP_THREADS"),
     ({"gpu": True}, 1, "GPU"),
+    ({"xla": True}, 1, "--xla"),
     ({"cores": 1}, 1, "one usable core"),
     ({"requested": 3, "environ": {"TF_NUM_INTEROP_THREADS": "1"}}, 3, "as the user set"),
 ])
