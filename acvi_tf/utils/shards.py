@@ -59,7 +59,7 @@ def configure(requested=0, environ=None, cores=None, gpu=None, xla=False):
     usable core when TensorFlow's threads are still ours to set: not after its first op,
     not when the user set a thread variable, not with a GPU (whose kernels are large), and
     not with ``xla`` (an XLA-compiled step is one program that runs its ops one after
-    another: with one thread per op it would run on one core; measured 1.9x slower).
+    another: with one thread per op it would run on one core; measured 1.5x slower).
     An explicit count > 1 shards the batch whatever the threads (one thread per op where
     they can still be set). Returns ``(shards, reason)``, also kept for :func:`shards`."""
     environ = os.environ if environ is None else environ
