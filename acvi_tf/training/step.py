@@ -45,7 +45,7 @@ def loss_terms(model, batch, seed, shards=1, **anneal):
     with its own seed, and summed."""
     return summed(lambda part, i: model.loss_terms(part, training=True,
                                                    seed=shard_seed(seed, i), **anneal),
-                  batch, max(shards, 1))
+                  batch, shards)
 
 
 def train_step(model, optimizer, batch, seed, clip_norm=5.0, anneal=None, num_replicas=1,

@@ -299,9 +299,8 @@ class Trainer:
             saved_position = self.restore(latest)
         iterator = iter(self.train_data(saved_position))
         step = int(self.step.numpy())
-        self.log(f"batch shards: {resolve_shards(cfg.cpu_shards)} ("
-                 + (f"--cpu_shards={cfg.cpu_shards}" if cfg.cpu_shards else describe_shards()["reason"])
-                 + ")")
+        shards = describe_shards(cfg.cpu_shards)
+        self.log(f"batch shards: {shards['cpu_shards']} ({shards['reason']})")
         if not latest:
             self._seconds_before = 0.0
         self._since = self._saved_at = time.time()

@@ -19,8 +19,8 @@ records, as it depends on its seed.
 :func:`configure` sets the threads; it must run before TensorFlow executes its first op
 (the task CLIs call it first thing), and it leaves alone a process whose TensorFlow
 threads the user set (``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS``, as the
-table lanes of ``make table*-cpu PARALLEL=2`` do), one with a GPU, and one machine with
-a single core: those run one shard.
+table lanes of ``make table*-cpu PARALLEL=2`` do), one with a GPU, one that XLA-compiles
+its step, and a machine with a single core: those run one shard.
 """
 
 import logging
@@ -100,14 +100,17 @@ def shards():
     return _state["shards"]
 
 
-def describe():
-    """``{"cpu_shards": n, "reason": ...}`` for a run's records."""
+def describe(requested=0):
+    """``{"cpu_shards": n, "reason": ...}`` for a run's records: of ``requested`` (a
+    ``--cpu_shards`` > 0) as :func:`resolve` takes it, else of this process's count."""
+    if requested and requested > 0:
+        return {"cpu_shards": requested, "reason": f"--cpu_shards={requested}"}
     return {"cpu_shards": _state["shards"], "reason": _state["reason"]}
 
 
 def resolve(requested):
     """The shard count a step uses: ``requested`` if set, else this process's."""
-    return requested if requested and requested > 0 else shards()
+    return describe(requested)["cpu_shards"]
 
 
 def split_rows(batch, count):
@@ -116,7 +119,7 @@ def split_rows(batch, count):
     one; a shard is empty when B < count); scalars (``max_oovs``) go to every shard."""
     batch = {k: tf.convert_to_tensor(v) for k, v in batch.items()}
     rows = next((tf.shape(v)[0] for v in batch.values() if v.shape.rank), None)
-    if count == 1 or rows is None:
+    if count <= 1 or rows is None:
         return [batch]
     bounds = [(k * rows) // count for k in range(count + 1)]
     return [{k: (v[bounds[i]:bounds[i + 1]] if v.shape.rank else v) for k, v in batch.items()}
@@ -148,35 +151,34 @@ def concat_rows(parts):
         if values[0].shape.rank == 0:
             out[key] = values[0]
             continue
-        shapes = tf.stack([tf.shape(v) for v in values])
-        longest = tf.reduce_max(shapes, axis=0)
-        if values[0].shape.rank > 1:
-            # pad every axis but the rows to the longest shard's (rows are never padded)
-            keep_rows = tf.constant([[0, 0]] + [[0, 1]] * (values[0].shape.rank - 1))
-            values = [tf.pad(v, tf.stack([tf.zeros_like(longest), longest - tf.shape(v)], 1)
-                             * keep_rows) for v in values]
-        out[key] = tf.concat(values, 0)
+        longest = tf.reduce_max(tf.stack([tf.shape(v) for v in values]), axis=0)
+
+        def padded(v):
+            short = longest - tf.shape(v)
+            after = tf.concat([[0], short[1:]], 0)  # never the rows
+            return tf.pad(v, tf.stack([tf.zeros_like(after), after], 1))
+        out[key] = tf.concat([padded(v) for v in values], 0)
     return out
+
+
+def _per_shard(fn, batch, count):
+    """``[fn(part, index)]`` over the shards of ``batch`` (count None: :func:`shards`)."""
+    parts = split_rows(batch, shards() if count is None else count)
+    return [fn(part, i) for i, part in enumerate(parts)]
 
 
 def sharded(fn, batch, count=None):
     """``fn(batch)`` computed as ``concat_rows([fn(shard) for shard in split_rows(batch)])``:
     for a function whose output rows depend only on the same input rows (decoding).
     ``count``: the shard count (default :func:`shards`); fn gets ``(part, index)``."""
-    count = shards() if count is None else count
-    parts = split_rows(batch, count)
-    if len(parts) == 1:
-        return fn(parts[0], 0)
-    return concat_rows([fn(part, i) for i, part in enumerate(parts)])
+    return concat_rows(_per_shard(fn, batch, count))
 
 
 def summed(fn, batch, count=None):
     """``fn(batch)`` for a function whose outputs (a dict of tensors) are sums over rows
     (a loss's terms): the sum of ``fn(part, index)`` over the shards of ``batch``.
     ``count``: the shard count (default :func:`shards`)."""
-    count = shards() if count is None else count
-    parts = split_rows(batch, count)
-    if len(parts) == 1:
-        return fn(parts[0], 0)
-    outs = [fn(part, i) for i, part in enumerate(parts)]
+    outs = _per_shard(fn, batch, count)
+    if len(outs) == 1:
+        return outs[0]
     return {name: tf.add_n([out[name] for out in outs]) for name in outs[0]}

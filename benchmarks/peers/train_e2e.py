@@ -103,14 +103,12 @@ def onmt_vocab(our_vocab_path, out_path):
     return len(words) + 4
 
 
-def batch_shards_line(log_path):
-    """What our run's log says of its batch shards (``batch shards: 2 (auto: ...)``), or
-    None where it says nothing."""
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.startswith("batch shards:"):
-                return line.split(":", 1)[1].strip()
-    return None
+def batch_shards(run_dir):
+    """The batch shards our run recorded (``provenance.json``'s last start,
+    ``tensorflow.batch_shards``), or None where it recorded none."""
+    from acvi_tf.run.directory import load_provenance
+    segments = load_provenance(run_dir)
+    return segments[-1]["start"].get("tensorflow", {}).get("batch_shards") if segments else None
 
 
 def timed(argv, env, log_path, cwd=REPO_ROOT):
@@ -140,7 +138,7 @@ def run(args, work):
                              f"--checkpoint_every={args.steps}"],
                             env, os.path.join(work, f"ours{i}.log"))
         sides[name]["flags"] = flags
-        sides[name]["batch_shards"] = batch_shards_line(os.path.join(work, f"ours{i}.log"))
+        sides[name]["batch_shards"] = batch_shards(run_dir)
         sides[name].update(summary(our_rates(os.path.join(run_dir, "history.jsonl")),
                                    args.log_every))
     ours_dir = os.path.join(work, "ours0")
@@ -203,8 +201,8 @@ def markdown(result):
               "config has no global-norm clip (ours clips at 5); the clip costs a few "
               "elementwise ops. Each side runs its own default threads: ours the batch "
               "shards of `--cpu_shards` auto (one shard of rows per core, one thread per op "
-              "on a CPU-only machine whose TF_NUM_*_THREADS variables are unset: the log's "
-              "`batch shards:` line), OpenNMT-tf TensorFlow's default."]
+              "on a CPU-only machine whose TF_NUM_*_THREADS variables are unset: each run's "
+              "`batch_shards`), OpenNMT-tf TensorFlow's default."]
     return "\n".join(lines) + "\n"
 
 
