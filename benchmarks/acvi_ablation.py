@@ -125,9 +125,10 @@ def row_config(size, row):
 
 def build_steps(size, rows, seed=0, xla=False):
     """{row: traced step function} and the batch, every row at ``size`` (XLA-compiled
-    with ``xla``)."""
+    with ``xla``), each step in the process's batch shards (:mod:`acvi_tf.utils.shards`)."""
     import tensorflow as tf
     from acvi_tf.attention import acvi as acvi_module
+    from acvi_tf.utils import shards
     from acvi_tf.models.seq2seq import ModelConfig, Seq2Seq
     from acvi_tf.training.adam import Adam
     model_fields, batch_size, src_len, tgt_len = SIZES[size]
@@ -147,7 +148,8 @@ def build_steps(size, rows, seed=0, xla=False):
             model.build_for_checkpoint(batch)
             optimizer.build(model.trainable_variables)
             no_norm = row.endswith(NO_GRAD_NORM)
-            step = tf.function(make_train_step(model, optimizer, 0.0 if no_norm else 5.0),
+            step = tf.function(make_train_step(model, optimizer, 0.0 if no_norm else 5.0,
+                                               shards=shards.shards()),
                                autograph=False, jit_compile=xla)
             fn = functools.partial(step, seed=tf.constant(1))
             # ACVI looks the sampler up, and the step the norm, when the step is traced:
@@ -194,11 +196,13 @@ def summarize(times):
 def markdown(result):
     where = "paper sizes" if result["size"] in PAPER_SIZES else "not a paper size"
     threads = result.get("intra_op_threads")
+    shard_count = result.get("batch_shards", {}).get("cpu_shards", 1)
     lines = record.preamble(result, f"ACVI's step time by part ({result['size']}, {where})")
     lines += [f"Command: `{result['command']}`. {result['rounds']} rounds, the rows "
               f"alternating; median seconds per training step (Adam, fp32, XLA "
               f"{'on' if result.get('xla') else 'off'}"
-              + (f", {threads} intra-op thread(s)" if threads else "") + ").", "",
+              + (f", {threads} intra-op thread(s)" if threads else "")
+              + (f", {shard_count} batch shards" if shard_count > 1 else "") + ").", "",
               "| row | s/step (median) | / soft |", "|---|---:|---:|"]
     for row, r in result["rows"].items():
         lines.append(f"| {row} | {r['seconds_median']:.3f} | {r['over_soft']:.2f} |")
@@ -215,6 +219,10 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=0,
                    help="TensorFlow's intra- and inter-op threads (0: its default, every "
                         "core); 1 times a step as each table run trains it, one per core")
+    p.add_argument("--cpu_shards", type=int, default=0,
+                   help="batch shards, as the task CLIs' --cpu_shards: 0 (auto) gives one "
+                        "shard of rows per core unless --threads or --xla is given; 1 "
+                        "runs the whole batch as one")
     p.add_argument("--out", default="bench_results/acvi_ablation.json")
     args = p.parse_args(argv)
     if args.rounds < 1:
@@ -228,10 +236,16 @@ def main(argv=None):
                 f"{', '.join(ROWS)}")
     if args.xla:
         rows = [r for r in rows if not r.endswith(BLOCK_LSTM)]
+    if args.cpu_shards < 0:
+        p.error(f"--cpu_shards: {args.cpu_shards} must be 0 (auto) or more")
+    from acvi_tf.utils import shards
     if args.threads:
         import tensorflow as tf
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        shards.configure(args.cpu_shards or 1, xla=args.xla)
+    else:
+        shards.configure(args.cpu_shards, xla=args.xla)
     load_start = load_average()
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     steps, batch = build_steps(args.size, rows, xla=args.xla)
@@ -239,7 +253,7 @@ def main(argv=None):
     times = time_rows(steps, batch, args.rounds, log)
     others_cores = others.stop()
     result = {"size": args.size, "rounds": args.rounds, "xla": args.xla,
-              "intra_op_threads": args.threads or None,
+              "intra_op_threads": args.threads or None, "batch_shards": shards.describe(),
               **record.header("benchmarks.acvi_ablation", argv, load_start, others_cores),
               "rows": summarize(times)}
     record.write(args.out, result, markdown(result))

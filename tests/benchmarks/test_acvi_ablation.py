@@ -130,7 +130,29 @@ def test_threads_are_set_and_recorded(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["intra_op_threads"] == 1 and list(result["rows"]) == ["soft", "acvi"]
+    assert result["batch_shards"] == {"cpu_shards": 1, "reason": "--cpu_shards=1"}
     text = (tmp_path / "ablation.md").read_text()
     assert "1 intra-op thread(s)" in text and "(toy, not a paper size)" in text
     with pytest.raises(SystemExit):
         acvi_ablation.main(["--size=toy", "--threads=-1", f"--out={out}"])
+
+
+def test_cpu_shards_run_each_row_in_shards_and_are_recorded(tmp_path, monkeypatch):
+    """--cpu_shards=2 runs every row's step on two shards of rows (as the task CLIs train
+    by default on 2 cores) and records it; a negative count is refused."""
+    from acvi_tf.utils import shards
+    monkeypatch.setattr(shards, "_state", dict(shards._state))
+    used = []
+    make = acvi_ablation.make_train_step
+    monkeypatch.setattr(acvi_ablation, "make_train_step",
+                        lambda *a, **k: used.append(k["shards"]) or make(*a, **k))
+    out = tmp_path / "ablation.json"
+    acvi_ablation.main(["--size=toy", "--rounds=1", "--rows=soft,acvi", "--cpu_shards=2",
+                        f"--out={out}"])
+    result = json.loads(out.read_text())
+    assert used == [2, 2]
+    assert result["batch_shards"]["cpu_shards"] == 2
+    assert result["batch_shards"]["reason"].startswith("--cpu_shards=2")
+    assert "2 batch shards" in (tmp_path / "ablation.md").read_text()
+    with pytest.raises(SystemExit):
+        acvi_ablation.main(["--size=toy", "--cpu_shards=-1", f"--out={out}"])
