@@ -14,6 +14,13 @@ fraction of peak splits into two factors: the share of op time spent in matrix p
 and the rate those products run at (the analytic matmul FLOPs of
 ``benchmarks.flops.analytic_flops`` over the step's wall time times that share).
 
+Each row also keeps its ops by name (the graph's op names with TensorFlow's numeric
+suffixes taken off, so a batch shard's copy of an op and its original add up: see
+:func:`op_name`), and for every row after the first the table lists the op names whose time
+grew most against the first row: where an added part (ACVI's variance product, its sigma
+network) spends its time. The rows' steps run in the process's batch shards
+(``--cpu_shards``, auto as the task CLIs: one shard of rows per core).
+
 Self times are summed over TensorFlow's threads (an op that runs on two threads counts
 twice), so the per-step sum can exceed the step's wall time; the shares are what to read.
 The load and the CPU other processes used are recorded (``benchmarks.load``): trace on an
@@ -25,6 +32,7 @@ import collections
 import glob
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -72,6 +80,8 @@ CLASSES = {
                "StatelessRandomGetKeyCounterAlg", "StatelessMultinomial",
                "StatelessRandomUniformIntV2", "RandomUniform", "RandomStandardNormal"),
 }
+# Op names kept per row (the costliest): enough to cover all but a sliver of a step's time.
+NAMES_KEPT = 400
 _CLASS_OF = {op: name for name, ops in CLASSES.items() for op in ops}
 
 
@@ -85,8 +95,15 @@ def op_class(op_type):
     return _CLASS_OF.get(base, _CLASS_OF.get(op_type, "other"))
 
 
-def op_stats(xplane_path):
-    """{op type: total self time in microseconds} of one trace, idle time left out."""
+def op_name(name, op_type):
+    """``"<name> (<type>)"`` with the numeric suffixes TensorFlow gives repeated names
+    (``einsum_1``, ``MatMul_2``, a batch shard's copies) taken off, so copies add up."""
+    return f"{re.sub(r'_[0-9]+(?=/|$)', '', name)} ({op_type})"
+
+
+def op_stats(xplane_path, by_name=False):
+    """{op type: total self time in microseconds} of one trace, idle time left out; with
+    ``by_name``, also {:func:`op_name`: microseconds}."""
     from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
     data, ok = plugin.xspace_to_tools_data([xplane_path], "framework_op_stats", {})
     if not ok:
@@ -94,17 +111,18 @@ def op_stats(xplane_path):
                            f"{data[:500]!r}")
     table = json.loads(data)[0]
     cols = [c["id"] for c in table["cols"]]
-    totals = collections.Counter()
+    totals, names = collections.Counter(), collections.Counter()
     for row in table["rows"]:
         r = dict(zip(cols, [c.get("v") if c else None for c in row["c"]]))
         if r["type"] != "IDLE":
             totals[r["type"]] += float(r["total_self_time"])
-    return totals
+            names[op_name(r["operation"], r["type"])] += float(r["total_self_time"])
+    return (totals, names) if by_name else totals
 
 
 def profile_row(fn, batch, steps, log_dir):
-    """Self time by op type, in ms per step, of ``steps`` calls of ``fn(batch)``, and the
-    wall seconds per step while tracing."""
+    """Self time by op type and by :func:`op_name`, in ms per step, of ``steps`` calls of
+    ``fn(batch)``, and the wall seconds per step while tracing."""
     import tensorflow as tf
     tf.profiler.experimental.start(log_dir)
     start = time.perf_counter()
@@ -115,7 +133,9 @@ def profile_row(fn, batch, steps, log_dir):
     paths = sorted(glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True))
     if not paths:
         raise RuntimeError(f"{log_dir}: the profiler wrote no trace")
-    return {op: us / 1000.0 / steps for op, us in op_stats(paths[-1]).items()}, wall
+    types, names = op_stats(paths[-1], by_name=True)
+    per_step = lambda us: {k: v / 1000.0 / steps for k, v in us.items()}  # noqa: E731
+    return per_step(types), per_step(names), wall
 
 
 def by_class(ops):
@@ -143,7 +163,9 @@ def markdown(result, top=15):
     rows = list(result["rows"])
     lines = record.preamble(result, f"Op-type profile of the training step ({result['size']}, "
                                     "XLA off)", while_="tracing")
-    lines += [f"Command: `{result['command']}`. {result['steps']} traced steps per row; "
+    shard_count = result.get("batch_shards", {}).get("cpu_shards", 1)
+    lines += [f"Command: `{result['command']}`. {result['steps']} traced steps per row"
+              + (f", each in {shard_count} batch shards" if shard_count > 1 else "") + "; "
               "self time per step summed over TensorFlow's threads (ms), so a column can "
               "exceed the step's wall time.", ""]
     head = "| class | " + " | ".join(f"{r} ms" for r in rows) + " | " + " | ".join(
@@ -188,6 +210,17 @@ def markdown(result, top=15):
     for op, _ in ops.most_common(top):
         lines.append(f"| {op} | {op_class(op)} | " + " | ".join(
             f"{result['rows'][r]['ops_ms'].get(op, 0.0):.0f}" for r in rows) + " |")
+    first = rows[0]
+    for r in rows[1:]:
+        grown = sorted(result["rows"][r].get("names_ms", {}).items(), key=lambda kv: -(
+            kv[1] - result["rows"][first].get("names_ms", {}).get(kv[0], 0.0)))[:top]
+        if not grown:
+            continue
+        lines += ["", f"## The {top} op names that grew most from {first} to {r}", "",
+                  f"| op name (type) | {first} ms | {r} ms | grew by ms |", "|---|---:|---:|---:|"]
+        for name, ms in grown:
+            was = result["rows"][first].get("names_ms", {}).get(name, 0.0)
+            lines.append(f"| `{name}` | {was:.1f} | {ms:.1f} | {ms - was:+.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -197,6 +230,9 @@ def main(argv=None):
     p.add_argument("--rows", default="soft,acvi",
                    help=f"comma-separated rows of benchmarks.acvi_ablation ({', '.join(ROWS)})")
     p.add_argument("--steps", type=int, default=3, help="traced steps per row")
+    p.add_argument("--cpu_shards", type=int, default=0,
+                   help="batch shards, as the task CLIs' --cpu_shards: 0 (auto) gives one "
+                        "shard of rows per core; 1 runs the whole batch as one")
     p.add_argument("--out", default="bench_results/op_profile.json")
     args = p.parse_args(argv)
     rows = [r for r in args.rows.split(",") if r]
@@ -206,6 +242,10 @@ def main(argv=None):
                 f"benchmarks.acvi_ablation ({', '.join(ROWS)})")
     if args.steps < 1:
         p.error(f"--steps: {args.steps} must be at least 1")
+    if args.cpu_shards < 0:
+        p.error(f"--cpu_shards: {args.cpu_shards} must be 0 (auto) or more")
+    from acvi_tf.utils import shards
+    shards.configure(args.cpu_shards)
     from benchmarks.machine import matmul_peak
     from benchmarks.flops import analytic_flops
     load_start = load_average()
@@ -218,11 +258,14 @@ def main(argv=None):
     results = {}
     with tempfile.TemporaryDirectory(prefix="op_profile_") as tmp:
         for row, fn in steps.items():
-            ops, wall = profile_row(fn, batch, args.steps, os.path.join(tmp, row))
+            ops, names, wall = profile_row(fn, batch, args.steps, os.path.join(tmp, row))
             results[row] = {"wall_s": round(wall, 4), "total_ms": round(sum(ops.values()), 2),
                             "classes_ms": {c: round(v, 2) for c, v in by_class(ops).items()},
                             "ops_ms": {op: round(v, 3) for op, v in
-                                       sorted(ops.items(), key=lambda kv: -kv[1])}}
+                                       sorted(ops.items(), key=lambda kv: -kv[1])},
+                            # the costliest names only: a step has thousands of tiny ops
+                            "names_ms": {n: round(v, 3) for n, v in sorted(
+                                names.items(), key=lambda kv: -kv[1])[:NAMES_KEPT]}}
             print(f"{row}: {wall:.3f} s/step, ops {sum(ops.values()):.0f} ms/step",
                   file=sys.stderr, flush=True)
     peaks.append(matmul_peak(n, 5))
@@ -236,6 +279,7 @@ def main(argv=None):
         r.update(peak_fields(flops, complete, r["wall_s"], r["classes_ms"], r["total_ms"],
                              peak["gflops_best"]))
     result = {"size": args.size, "steps": args.steps, "xla": False, "matmul_peak": peak,
+              "batch_shards": shards.describe(),
               **record.header("benchmarks.op_profile", argv, load_start, others_cores),
               "rows": results}
     record.write(args.out, result, markdown(result))

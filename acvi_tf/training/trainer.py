@@ -65,6 +65,24 @@ from acvi_tf.utils.ops import fold_seed
 from acvi_tf.utils.shards import describe as describe_shards, resolve as resolve_shards
 
 
+# Folded into a replica's step seed so that replicas other than the first draw their own.
+REPLICA_SALT = 0x2E91
+
+
+def replica_step_seed(seed, step, replica_id):
+    """The scalar seed of one replica's training step (dropout, ACVI's noise).
+
+    fold_seed's result is [f(seed so far), last salt], so the first element of
+    fold_seed(s, step, replica) does not depend on the replica: replicas k > 0 fold it
+    once more, with the replica in the second element, and draw their own masks. Replica
+    0 (every one-device run) keeps the seed it has always had, draw for draw."""
+    folded = fold_seed(tf.stack([tf.constant(seed, tf.int32), tf.constant(0)]),
+                       tf.cast(step, tf.int32), replica_id)
+    # a scalar seed per sequence batch (see utils.ops.fold_seed)
+    return tf.where(tf.equal(tf.cast(replica_id, tf.int32), 0), folded[0],
+                    fold_seed(folded, REPLICA_SALT)[0])
+
+
 class Trainer:
     """Trains a :class:`Seq2Seq` built by ``model_fn()`` inside the strategy scope.
 
@@ -191,9 +209,7 @@ class Trainer:
     def _replica_step(self, batch, step, num_replicas):
         model = self.model
         ctx = tf.distribute.get_replica_context()
-        seed = fold_seed(tf.stack([tf.constant(self.config.seed, tf.int32), tf.constant(0)]),
-                         tf.cast(step, tf.int32), ctx.replica_id_in_sync_group)
-        seed = seed[0]  # a scalar seed per sequence batch (see utils.ops.fold_seed)
+        seed = replica_step_seed(self.config.seed, step, ctx.replica_id_in_sync_group)
         anneal = {}
         if self.config.kl_anneal_steps > 0:
             # A tensor of the step: one trace for every step, XLA and replicas alike.

@@ -8,7 +8,14 @@ import pytest
 import tensorflow as tf
 
 from acvi_tf.attention import acvi
+from acvi_tf.utils import shards
 from benchmarks import acvi_ablation, record
+
+
+@pytest.fixture(autouse=True)
+def _keep_shard_state(monkeypatch):
+    """main() configures this process's batch shards: each test's stays its own."""
+    monkeypatch.setattr(shards, "_state", dict(shards._state))
 
 
 def test_toy_run_writes_every_row_and_leaves_acvi_unpatched(tmp_path):
@@ -140,8 +147,6 @@ def test_threads_are_set_and_recorded(tmp_path):
 def test_cpu_shards_run_each_row_in_shards_and_are_recorded(tmp_path, monkeypatch):
     """--cpu_shards=2 runs every row's step on two shards of rows (as the task CLIs train
     by default on 2 cores) and records it; a negative count is refused."""
-    from acvi_tf.utils import shards
-    monkeypatch.setattr(shards, "_state", dict(shards._state))
     used = []
     make = acvi_ablation.make_train_step
     monkeypatch.setattr(acvi_ablation, "make_train_step",

@@ -2,7 +2,14 @@ import json
 
 import pytest
 
+from acvi_tf.utils import shards
 from benchmarks import op_profile
+
+
+@pytest.fixture(autouse=True)
+def _keep_shard_state(monkeypatch):
+    """main() configures this process's batch shards: each test's stays its own."""
+    monkeypatch.setattr(shards, "_state", dict(shards._state))
 
 
 def test_toy_trace_attributes_the_step_to_op_types(tmp_path):
@@ -55,3 +62,27 @@ def test_a_row_that_is_no_ablation_row_is_a_flag_error(capsys):
     with pytest.raises(SystemExit):
         op_profile.main(["--rows=soft,nonsense"])
     assert "--rows: nonsense" in capsys.readouterr().err
+
+
+def test_op_names_drop_the_numeric_suffixes_of_copies():
+    assert op_profile.op_name("einsum_1/Einsum", "_MklEinsum") == "einsum/Einsum (_MklEinsum)"
+    assert (op_profile.op_name("while/body/_12/while/MatMul_3", "_MklMatMul")
+            == "while/body//while/MatMul (_MklMatMul)")
+    # a digit inside a name is kept
+    assert op_profile.op_name("conv2d/W_h2", "MatMul") == "conv2d/W_h2 (MatMul)"
+
+
+def test_the_rows_after_the_first_list_the_op_names_they_add(tmp_path):
+    """ACVI against soft attention: the sigma network of Eq. 18 (ops soft has none of) is
+    among the names that grew, and each row keeps its names' times."""
+    out = tmp_path / "op.json"
+    op_profile.main(["--size=toy", "--rows=soft,acvi", "--steps=1", "--cpu_shards=1",
+                     f"--out={out}"])
+    result = json.loads(out.read_text())
+    soft, acvi = result["rows"]["soft"]["names_ms"], result["rows"]["acvi"]["names_ms"]
+    assert not any("sigma_mlp" in n for n in soft)
+    assert any("sigma_mlp" in n for n in acvi)
+    assert result["batch_shards"]["cpu_shards"] == 1
+    text = (tmp_path / "op.md").read_text()
+    section = text.split("## The 15 op names that grew most from soft to acvi")[1]
+    assert "sigma_mlp" in section
