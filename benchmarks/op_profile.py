@@ -212,16 +212,22 @@ def markdown(result, top=15):
             f"{result['rows'][r]['ops_ms'].get(op, 0.0):.0f}" for r in rows) + " |")
     first = rows[0]
     for r in rows[1:]:
-        grown = sorted(result["rows"][r].get("names_ms", {}).items(), key=lambda kv: -(
-            kv[1] - result["rows"][first].get("names_ms", {}).get(kv[0], 0.0)))[:top]
+        grown = grown_names(result["rows"][first], result["rows"][r], top)
         if not grown:
             continue
         lines += ["", f"## The {top} op names that grew most from {first} to {r}", "",
                   f"| op name (type) | {first} ms | {r} ms | grew by ms |", "|---|---:|---:|---:|"]
-        for name, ms in grown:
-            was = result["rows"][first].get("names_ms", {}).get(name, 0.0)
+        for name, was, ms in grown:
             lines.append(f"| `{name}` | {was:.1f} | {ms:.1f} | {ms - was:+.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def grown_names(before, after, top):
+    """``[(op name, ms in before, ms in after)]``: the ``top`` names of ``after``'s
+    ``names_ms`` whose time grew most against ``before``'s (a name it lacks counts 0)."""
+    was = before.get("names_ms", {})
+    rows = [(name, was.get(name, 0.0), ms) for name, ms in after.get("names_ms", {}).items()]
+    return sorted(rows, key=lambda row: row[1] - row[2])[:top]
 
 
 def main(argv=None):
