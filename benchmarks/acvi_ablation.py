@@ -209,6 +209,25 @@ def markdown(result):
     return "\n".join(lines) + "\n"
 
 
+def add_cpu_shards_argument(p):
+    """``--cpu_shards``, as the task CLIs' (this module's and :mod:`benchmarks.op_profile`'s)."""
+    p.add_argument("--cpu_shards", type=int, default=0,
+                   help="batch shards, as the task CLIs' --cpu_shards: 0 (auto) gives one "
+                        "shard of rows per core unless --threads or --xla is given; 1 "
+                        "runs the whole batch as one")
+
+
+def configure_shards(p, args, threads=0, xla=False):
+    """This process's batch shards from ``--cpu_shards`` (one where ``threads`` were set
+    by hand and no count was asked for); a flag error for a negative count. Returns
+    :mod:`acvi_tf.utils.shards`, configured."""
+    if args.cpu_shards < 0:
+        p.error(f"--cpu_shards: {args.cpu_shards} must be 0 (auto) or more")
+    from acvi_tf.utils import shards
+    shards.configure(args.cpu_shards or (1 if threads else 0), xla=xla)
+    return shards
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", choices=sorted(SIZES), default="translation")
@@ -219,10 +238,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=0,
                    help="TensorFlow's intra- and inter-op threads (0: its default, every "
                         "core); 1 times a step as each table run trains it, one per core")
-    p.add_argument("--cpu_shards", type=int, default=0,
-                   help="batch shards, as the task CLIs' --cpu_shards: 0 (auto) gives one "
-                        "shard of rows per core unless --threads or --xla is given; 1 "
-                        "runs the whole batch as one")
+    add_cpu_shards_argument(p)
     p.add_argument("--out", default="bench_results/acvi_ablation.json")
     args = p.parse_args(argv)
     if args.rounds < 1:
@@ -236,16 +252,11 @@ def main(argv=None):
                 f"{', '.join(ROWS)}")
     if args.xla:
         rows = [r for r in rows if not r.endswith(BLOCK_LSTM)]
-    if args.cpu_shards < 0:
-        p.error(f"--cpu_shards: {args.cpu_shards} must be 0 (auto) or more")
-    from acvi_tf.utils import shards
     if args.threads:
         import tensorflow as tf
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-        shards.configure(args.cpu_shards or 1, xla=args.xla)
-    else:
-        shards.configure(args.cpu_shards, xla=args.xla)
+    shards = configure_shards(p, args, args.threads, args.xla)
     load_start = load_average()
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     steps, batch = build_steps(args.size, rows, xla=args.xla)

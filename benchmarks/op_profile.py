@@ -38,7 +38,8 @@ import tempfile
 import time
 
 from benchmarks import record
-from benchmarks.acvi_ablation import ROWS, SIZES, build_steps, row_config
+from benchmarks.acvi_ablation import (ROWS, SIZES, add_cpu_shards_argument, build_steps,
+                                      configure_shards, row_config)
 from benchmarks.load import OtherLoad, load_average
 
 # Op type -> class. oneDNN renames kernels (_MklMatMul, _MklNativeFusedMatMul, ...): the
@@ -101,9 +102,9 @@ def op_name(name, op_type):
     return f"{re.sub(r'_[0-9]+(?=/|$)', '', name)} ({op_type})"
 
 
-def op_stats(xplane_path, by_name=False):
-    """{op type: total self time in microseconds} of one trace, idle time left out; with
-    ``by_name``, also {:func:`op_name`: microseconds}."""
+def op_stats(xplane_path):
+    """{(:func:`op_name`, op type): total self time in microseconds} of one trace, idle
+    time left out."""
     from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
     data, ok = plugin.xspace_to_tools_data([xplane_path], "framework_op_stats", {})
     if not ok:
@@ -111,13 +112,13 @@ def op_stats(xplane_path, by_name=False):
                            f"{data[:500]!r}")
     table = json.loads(data)[0]
     cols = [c["id"] for c in table["cols"]]
-    totals, names = collections.Counter(), collections.Counter()
+    totals = collections.Counter()
     for row in table["rows"]:
         r = dict(zip(cols, [c.get("v") if c else None for c in row["c"]]))
         if r["type"] != "IDLE":
-            totals[r["type"]] += float(r["total_self_time"])
-            names[op_name(r["operation"], r["type"])] += float(r["total_self_time"])
-    return (totals, names) if by_name else totals
+            key = (op_name(r["operation"], r["type"]), r["type"])
+            totals[key] += float(r["total_self_time"])
+    return totals
 
 
 def profile_row(fn, batch, steps, log_dir):
@@ -133,9 +134,11 @@ def profile_row(fn, batch, steps, log_dir):
     paths = sorted(glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True))
     if not paths:
         raise RuntimeError(f"{log_dir}: the profiler wrote no trace")
-    types, names = op_stats(paths[-1], by_name=True)
-    per_step = lambda us: {k: v / 1000.0 / steps for k, v in us.items()}  # noqa: E731
-    return per_step(types), per_step(names), wall
+    types, names = collections.Counter(), {}
+    for (name, op_type), us in op_stats(paths[-1]).items():
+        types[op_type] += us / 1000.0 / steps
+        names[name] = us / 1000.0 / steps
+    return dict(types), names, wall
 
 
 def by_class(ops):
@@ -236,9 +239,7 @@ def main(argv=None):
     p.add_argument("--rows", default="soft,acvi",
                    help=f"comma-separated rows of benchmarks.acvi_ablation ({', '.join(ROWS)})")
     p.add_argument("--steps", type=int, default=3, help="traced steps per row")
-    p.add_argument("--cpu_shards", type=int, default=0,
-                   help="batch shards, as the task CLIs' --cpu_shards: 0 (auto) gives one "
-                        "shard of rows per core; 1 runs the whole batch as one")
+    add_cpu_shards_argument(p)
     p.add_argument("--out", default="bench_results/op_profile.json")
     args = p.parse_args(argv)
     rows = [r for r in args.rows.split(",") if r]
@@ -248,10 +249,7 @@ def main(argv=None):
                 f"benchmarks.acvi_ablation ({', '.join(ROWS)})")
     if args.steps < 1:
         p.error(f"--steps: {args.steps} must be at least 1")
-    if args.cpu_shards < 0:
-        p.error(f"--cpu_shards: {args.cpu_shards} must be 0 (auto) or more")
-    from acvi_tf.utils import shards
-    shards.configure(args.cpu_shards)
+    shards = configure_shards(p, args)
     from benchmarks.machine import matmul_peak
     from benchmarks.flops import analytic_flops
     load_start = load_average()

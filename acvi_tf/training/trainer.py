@@ -61,26 +61,23 @@ from acvi_tf.training.run_checkpoints import RunCheckpoints
 from acvi_tf.training.step import train_step
 from acvi_tf.training.stop_signal import Interrupted, StopRequests
 from acvi_tf.training.train_log import TrainLog, progress_bar
-from acvi_tf.utils.ops import fold_seed
+from acvi_tf.utils.ops import fold_seed, part_seed
 from acvi_tf.utils.shards import describe as describe_shards, resolve as resolve_shards
 
 
-# Folded into a replica's step seed so that replicas other than the first draw their own.
+# The salt of replicas other than the first (acvi_tf.utils.ops.part_seed).
 REPLICA_SALT = 0x2E91
 
 
 def replica_step_seed(seed, step, replica_id):
-    """The scalar seed of one replica's training step (dropout, ACVI's noise).
-
-    fold_seed's result is [f(seed so far), last salt], so the first element of
-    fold_seed(s, step, replica) does not depend on the replica: replicas k > 0 fold it
-    once more, with the replica in the second element, and draw their own masks. Replica
-    0 (every one-device run) keeps the seed it has always had, draw for draw."""
-    folded = fold_seed(tf.stack([tf.constant(seed, tf.int32), tf.constant(0)]),
-                       tf.cast(step, tf.int32), replica_id)
-    # a scalar seed per sequence batch (see utils.ops.fold_seed)
-    return tf.where(tf.equal(tf.cast(replica_id, tf.int32), 0), folded[0],
-                    fold_seed(folded, REPLICA_SALT)[0])
+    """The scalar seed of one replica's training step (dropout, ACVI's noise): the
+    one-device run's seed for replica 0, a seed of its own for each other replica
+    (:func:`acvi_tf.utils.ops.part_seed`)."""
+    # A scalar seed per sequence batch (see utils.ops.fold_seed). The last salt, 0, stands
+    # where the replica id once went: the first element never depended on it.
+    one_device = fold_seed(tf.stack([tf.constant(seed, tf.int32), tf.constant(0)]),
+                           tf.cast(step, tf.int32), 0)[0]
+    return part_seed(one_device, replica_id, REPLICA_SALT)
 
 
 class Trainer:

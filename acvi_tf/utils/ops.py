@@ -73,6 +73,26 @@ def fold_seed(seed, *salts):
     return tf.cast(seed, tf.int32)
 
 
+def part_seed(seed, index, salt):
+    """The seed of part ``index`` of several that run side by side on one step's seed
+    (a replica's, a batch shard's): part 0 keeps ``seed`` (one part is the one-part run,
+    draw for draw), part k > 0 draws from ``seed`` folded with ``salt`` (which kind of
+    part) and k. ``index`` is a Python int or an int tensor (a replica id); a scalar
+    ``seed`` gives a scalar.
+
+    fold_seed's result is [f(seed so far), last salt]: a scalar seed keeps only the first
+    element, which ignores the last salt, so a scalar part seed folds once more after k
+    (else replica 1 and batch shard 1 of a step would draw alike)."""
+    if isinstance(index, int) and index == 0:
+        return seed
+    seed = tf.convert_to_tensor(seed)
+    scalar = seed.shape.rank == 0
+    folded = fold_seed(seed, salt, index, 0)[0] if scalar else fold_seed(seed, salt, index)
+    if isinstance(index, int):
+        return folded
+    return tf.where(tf.equal(tf.cast(index, tf.int32), 0), tf.cast(seed, tf.int32), folded)
+
+
 def stateless_normal(shape, seed, dtype=tf.float32):
     """``tf.random.stateless_normal(shape, seed, dtype=dtype)`` (mean 0, stddev 1): the
     same numbers, with the Philox kernel named when building a graph."""

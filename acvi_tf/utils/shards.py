@@ -28,6 +28,8 @@ import os
 
 import tensorflow as tf
 
+from acvi_tf.utils.ops import part_seed
+
 log = logging.getLogger(__name__)
 
 THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
@@ -126,17 +128,13 @@ def split_rows(batch, count):
             for i in range(count)]
 
 
+SHARD_SALT = 0x5A4D
+
+
 def shard_seed(seed, index):
-    """The seed of shard ``index``: shard 0 keeps ``seed`` (one shard is the unsharded
-    step, draw for draw); shard k > 0 draws from a seed folded with k."""
-    if index == 0:
-        return seed
-    from acvi_tf.utils.ops import fold_seed
-    seed = tf.convert_to_tensor(seed)
-    # the shard's salt first: in a graph fold_seed's last salt is carried in the second
-    # half of the result, which a scalar seed drops
-    folded = fold_seed(seed, index, 0x5A4D)
-    return folded[0] if seed.shape.rank == 0 else folded
+    """The seed of shard ``index`` (:func:`acvi_tf.utils.ops.part_seed`): shard 0 keeps
+    ``seed`` (one shard is the unsharded step, draw for draw)."""
+    return part_seed(seed, index, SHARD_SALT)
 
 
 def concat_rows(parts):

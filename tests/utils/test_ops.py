@@ -82,3 +82,22 @@ def test_dropout_salts_fold_the_seed_it_draws_from():
     assert tf.reduce_all(ops.dropout(x, 0.4, seed, True, salts=(1, 2)) == want)
     assert tf.reduce_all(ops.dropout(x, 0.4, lambda: seed, True, salts=(1, 2)) == want)
     assert not tf.reduce_all(ops.dropout(x, 0.4, seed, True, salts=(1, 3)) == want)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_part_seeds_depend_on_the_index_and_the_kind_of_part(graph):
+    """part 0 keeps the seed; parts 1-3 of one kind differ from each other and from the
+    same parts of another kind (replica 1 and batch shard 1 must not draw alike), for a
+    scalar seed (whose first element alone is kept) and a [2] seed, and a tensor index
+    gives what the Python index gives."""
+    run = tf.function(ops.part_seed, autograph=False) if graph else ops.part_seed
+    for seed in (tf.constant(9), tf.constant([9, 4])):
+        seeds = {(salt, k): tuple(tf.reshape(run(seed, k, salt), [-1]).numpy().tolist())
+                 for salt in (11, 12) for k in (1, 2, 3)}
+        assert len(set(seeds.values())) == 6
+        assert tuple(tf.reshape(seed, [-1]).numpy().tolist()) not in seeds.values()
+        assert ops.part_seed(seed, 0, 11) is seed
+        for k in (0, 2):
+            as_tensor = run(seed, tf.constant(k), 11)
+            expected = seed if k == 0 else run(seed, k, 11)
+            assert as_tensor.numpy().tolist() == expected.numpy().tolist()
